@@ -37,7 +37,7 @@ def _short(x, limit: int = 70) -> str:
     if isinstance(x, torch.Tensor):
         text = f"tensor{tuple(x.shape)} {x.flatten()[:6].tolist()}" if x.numel() > 6 else f"tensor({x.tolist()})"
     elif isinstance(x, np.ndarray):
-        text = f"array({np.round(x, 4).tolist()})"
+        text = f"array({(np.round(x, 4) if x.dtype.kind == 'f' else x).tolist()})"
     elif isinstance(x, float):
         text = f"{x:.4g}"
     else:

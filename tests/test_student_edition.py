@@ -1,0 +1,70 @@
+"""The student edition: solutions stubbed, nothing of them left, and Run All reaches the end."""
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from lmcore.course.student import BEGIN, END, STUB, build_student_edition, strip_solutions
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def test_strip_keeps_indentation_and_code_around():
+    src = "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\nprint(2)"
+    assert strip_solutions(src) == f"def f(x):\n    y = 1\n    {STUB}\nprint(2)"
+
+
+@pytest.mark.parametrize("bad", [
+    f"{BEGIN}\nx = 1\n{END}",                       # top level: would stop Run All
+    f"def f():\n    {BEGIN}\n    return 1",          # no END
+    f"def f():\n    return 1\n    {END}",            # no BEGIN
+])
+def test_strip_rejects_bad_markers(bad):
+    with pytest.raises(ValueError):
+        strip_solutions(bad)
+
+
+def _solution_lines(nb):
+    lines = []
+    for cell in nb.cells:
+        inside = False
+        for line in cell.source.splitlines():
+            if BEGIN in line:
+                inside = True
+            elif END in line:
+                inside = False
+            elif inside and len(line.strip()) > 12:
+                lines.append(line.strip())
+    return lines
+
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("student")
+    build_student_edition(NOTEBOOKS[0].parent, out)
+    return out
+
+
+def test_every_notebook_has_exercises():
+    assert NOTEBOOKS, "no notebooks found"
+    for path in NOTEBOOKS:
+        assert _solution_lines(nbformat.read(path, as_version=4)), f"{path.name} has no exercise"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_student_edition_has_no_solution_and_runs_to_the_end(path, student_dir):
+    source = nbformat.read(path, as_version=4)
+    student = nbformat.read(student_dir / path.name, as_version=4)
+    text = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+    assert BEGIN not in text and END not in text
+    leaked = [line for line in _solution_lines(source) if re.search(re.escape(line), text)]
+    assert not leaked, f"solution code left in the student edition: {leaked[:3]}"
+    assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
+    NotebookClient(student, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    outputs = "".join(o.get("text", "") for c in student.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    assert "not attempted yet" in outputs
