@@ -1,0 +1,172 @@
+"""Notebook 02's support code: finite differences, widget state, plot and checkers.
+
+References are independent: torch autograd in float64 and exact derivatives of simple functions.
+"""
+import matplotlib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lmcore.course import gradients as G  # noqa: E402
+
+
+def _autograd_grad(z, y):
+    zt = torch.tensor(z, dtype=torch.float64, requires_grad=True)
+    F.cross_entropy(zt[None], torch.tensor([y])).backward()
+    return zt.grad.numpy()
+
+
+def _torch_nll(z, y):
+    return float(F.cross_entropy(torch.tensor(z, dtype=torch.float64)[None], torch.tensor([y])))
+
+
+@pytest.mark.parametrize("f, df, z", [
+    (lambda z: float((z ** 3).sum()), lambda z: 3 * z ** 2, np.array([0.5, -1.0, 2.0])),
+    (lambda z: float(np.exp(z).sum()), np.exp, np.array([0.1, 1.3])),
+    (lambda z: _torch_nll(z, 2), lambda z: _autograd_grad(z, 2), np.array([1.0, -2.0, 0.5, 3.0])),
+])
+def test_numerical_grad_matches_exact(f, df, z):
+    assert np.allclose(G.numerical_grad(f, z), df(z), atol=1e-7)
+
+
+def test_numerical_grad_validates_and_does_not_mutate():
+    z = np.array([1.0, 2.0])
+    G.numerical_grad(lambda v: float(v.sum()), z)
+    assert z.tolist() == [1.0, 2.0]
+    with pytest.raises(TypeError, match="f must be"):
+        G.numerical_grad(3.0, z)
+    with pytest.raises(ValueError, match="eps"):
+        G.numerical_grad(lambda v: 0.0, z, eps=0)
+
+
+@pytest.mark.parametrize("z, y, index, value", [([2.0, 1.0, 0.0], 1, 1, None),
+                                                ([2.0, 1.0, 0.0], 1, 0, 4.5),
+                                                ([0.3, -2.0, 1.0, 5.0], 3, 2, -7.0)])
+def test_gradient_state_matches_autograd(z, y, index, value):
+    s = G.gradient_state(z, y, index, value)
+    moved = np.array(z, dtype=np.float64)
+    if value is not None:
+        moved[index] = value
+    assert np.allclose(s["z"], moved)
+    assert s["loss"] == pytest.approx(_torch_nll(moved, y), abs=1e-12)
+    assert np.allclose(s["grad"], _autograd_grad(moved, y), atol=1e-12)
+    assert s["slope"] == pytest.approx(_autograd_grad(moved, y)[index], abs=1e-12)
+    # the curve: loss along that one logit; the tangent touches it at the current point
+    k = 37
+    row = moved.copy()
+    row[index] = s["xs"][k]
+    assert s["losses"][k] == pytest.approx(_torch_nll(row, y), abs=1e-12)
+    at = np.argmin(np.abs(s["xs"] - moved[index]))
+    gap = s["tangent"][at] - s["losses"][at]
+    assert abs(gap) < 0.01 + 1e-9
+    assert np.all(s["tangent"] <= s["losses"] + 1e-9)  # the loss is convex in each logit
+
+
+def test_gradient_state_rejects_bad_index():
+    with pytest.raises(ValueError, match="index"):
+        G.gradient_state([1.0, 2.0], 0, 2)
+
+
+def test_plot_and_explorer():
+    fig = G.plot_gradient_state()
+    assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
+    assert "1.408" in fig.axes[0].get_title()
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    plt.close(fig)
+    w = G.gradient_explorer([2.0, 1.0, 0.0], target=1, index=1)
+    which, value, pick = w.children[0].children
+    assert value.value == 1.0 and pick.value == 1
+    first = w.children[1].value
+    assert first[:4] == b"\x89PNG"
+    which.value = 0
+    assert value.value == 2.0  # choosing another logit starts the slider at that logit's value
+    assert w.children[1].value != first
+    plt.close("all")
+
+
+# ---------------------------------------------------------------- checkers
+
+def _stub(*args):
+    raise NotImplementedError
+
+
+def test_checkers_say_not_attempted_for_stub(capsys):
+    assert not G.check_ce_grad(_stub)
+    assert not G.check_finite_difference(_stub)
+    assert not G.check_descent_step(_stub)
+    out = capsys.readouterr().out
+    assert out.count("not attempted yet") == 3 and "fail" not in out
+
+
+def test_ce_grad_checker(capsys):
+    assert G.check_ce_grad(_autograd_grad)
+    naive = lambda z, y: np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y]  # noqa: E731
+    wrongs = [lambda z, y: -_autograd_grad(z, y),                      # sign flipped
+              lambda z, y: _autograd_grad(z, y) + np.eye(len(z))[y],   # forgot the onehot
+              naive,                                                   # overflows at 1000
+              lambda z, y: _autograd_grad(z, y) / len(z)]              # divided by V
+    with np.errstate(all="ignore"):
+        assert not any(G.check_ce_grad(w) for w in wrongs)
+    out = capsys.readouterr().out
+    assert out.count("fail") == 4 and out.count("pass") == 1
+
+
+def _fd(eps, central=True, halve=True):
+    def estimate(f, z):
+        z = np.asarray(z, dtype=np.float64)
+        g = np.empty_like(z)
+        for i in range(z.size):
+            up, down = z.copy(), z.copy()
+            up[i] += eps
+            if central:
+                down[i] -= eps
+            g[i] = (f(up) - f(down)) / ((2 if central and halve else 1) * eps)
+        return g
+    return estimate
+
+
+def test_finite_difference_checker(capsys):
+    assert G.check_finite_difference(_fd(1e-5))
+    assert G.check_finite_difference(_fd(1e-6))
+    wrongs = [_fd(1e-5, central=False),   # forward difference
+              _fd(1e-7, central=False),   # forward, tiny eps: still off on the curved function
+              _fd(1e-1),                  # central with a huge eps
+              _fd(1e-12),                 # rounding error dominates
+              _fd(1e-5, halve=False)]     # forgot the 2 in 2 eps
+    assert not any(G.check_finite_difference(w) for w in wrongs)
+    out = capsys.readouterr().out
+    assert out.count("fail") == 5 and out.count("pass") == 2
+
+
+def test_finite_difference_checker_flags_in_place_nudging(capsys):
+    def nudges_input(f, z):  # z[i] += eps; z[i] -= eps does not always restore z exactly
+        g = np.empty_like(z)
+        for i in range(z.size):
+            old = z[i]
+            z[i] = old + 0.1
+            hi = f(z)
+            z[i] = old - 0.1
+            lo = f(z)
+            g[i] = (hi - lo) / 0.2
+        return g
+    assert not G.check_finite_difference(nudges_input)
+
+
+def test_descent_step_checker(capsys):
+    reference = lambda z, y, lr: np.asarray(z) - lr * _autograd_grad(z, y)  # noqa: E731
+
+    def in_place(z, y, lr):
+        z -= lr * _autograd_grad(z, y)
+        return z
+    assert G.check_descent_step(reference)
+    wrongs = [lambda z, y, lr: np.asarray(z) + lr * _autograd_grad(z, y),   # ascent
+              lambda z, y, lr: np.asarray(z) - lr * torch.softmax(torch.tensor(z), 0).numpy(),
+              lambda z, y, lr: np.asarray(z) - _autograd_grad(z, y),        # ignores lr
+              in_place]
+    assert not any(G.check_descent_step(w) for w in wrongs)
+    out = capsys.readouterr().out
+    assert out.count("fail") == 4 and out.count("pass") == 1

@@ -1,0 +1,207 @@
+"""Notebook 01's support code: widget state, the double-softmax demo, plots and checkers.
+
+References are independent: torch in float64, math, naive formulas on safe inputs.
+"""
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lmcore.course import softmax_nll as S  # noqa: E402
+
+
+def test_fmt_fixed_decimals():
+    assert S.fmt([0.66524, 0.24473, 0.09]) == "[0.665, 0.245, 0.090]"
+    assert S.fmt(np.array([1.40761]), nd=2) == "[1.41]"
+
+
+@pytest.mark.parametrize("z, y, T", [([2.0, 1.0, 0.0], 1, 1.0), ([3.0, -1.0, 0.5, 2.0], 3, 0.3),
+                                     ([1000.0, 999.0, 998.0, 0.0, -5.0], 0, 7.5)])
+def test_softmax_state_matches_torch(z, y, T):
+    s = S.softmax_state(z, y, T)
+    zt = torch.tensor(z, dtype=torch.float64) / T
+    assert np.allclose(s["probs"], torch.softmax(zt, 0).numpy(), atol=1e-12)
+    ref = float(F.cross_entropy(zt[None], torch.tensor([y])))
+    assert s["loss_nats"] == pytest.approx(ref, abs=1e-12)
+    assert s["loss_bits"] == pytest.approx(ref / math.log(2), abs=1e-12)
+    assert s["p_target"] == pytest.approx(math.exp(-ref), rel=1e-12)
+
+
+def test_softmax_state_seed_numbers():
+    s = S.softmax_state([2, 1, 0], 1)
+    assert round(s["p_target"], 3) == 0.245 and round(s["loss_nats"], 3) == 1.408
+
+
+@pytest.mark.parametrize("T", [0, -1.0, True, "1"])
+def test_softmax_state_rejects_bad_temperature(T):
+    with pytest.raises(ValueError, match="temperature"):
+        S.softmax_state([1.0, 2.0, 3.0], 0, T)
+
+
+def test_temperature_sharpens_and_flattens():
+    cold, warm = S.softmax_state([2, 1, 0], 0, 0.2), S.softmax_state([2, 1, 0], 0, 5.0)
+    assert cold["probs"].max() > 0.99 and warm["probs"].max() < 0.45
+
+
+def test_double_softmax_against_naive_formulas():
+    z, y = np.array([2.0, 1.0, 0.0]), 1
+    d = S.double_softmax(z, y)
+    p = np.exp(z) / np.exp(z).sum()
+    q = np.exp(p) / np.exp(p).sum()
+    assert d["loss_right"] == pytest.approx(-math.log(p[y]), abs=1e-12)
+    assert d["loss_wrong"] == pytest.approx(-math.log(q[y]), abs=1e-12)
+    assert np.allclose(d["grad_right"], p - np.eye(3)[y], atol=1e-12)
+    # the bug's gradient, by central differences of its loss
+    f = lambda v: -np.log((np.exp(np.exp(v) / np.exp(v).sum()) / np.exp(np.exp(v) / np.exp(v).sum()).sum())[y])  # noqa: E731
+    fd = np.array([(f(z + 1e-6 * e) - f(z - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    assert np.allclose(d["grad_wrong"], fd, atol=1e-7)
+    assert np.abs(d["grad_wrong"]).sum() < 0.5 * np.abs(d["grad_right"]).sum()
+
+
+def test_double_softmax_validates():
+    with pytest.raises(ValueError, match="y must be"):
+        S.double_softmax([1.0, 2.0], 2)
+
+
+def test_double_softmax_squashes_confident_losses():
+    right = S.double_softmax([0.0, 10.0, 0.0], 1)
+    wrong = S.double_softmax([10.0, 0.0, 0.0], 1)
+    # probabilities in [0, 1] as logits: the loss stays between ln(1 + 2/e) and ln(2 + e)
+    for d in (right, wrong):
+        assert math.log(1 + 2 / math.e) - 1e-9 <= d["loss_wrong"] <= math.log(2 + math.e) + 1e-9
+    assert right["loss_right"] < 1e-3 and right["loss_wrong"] > 0.5
+    assert wrong["loss_right"] > 9.9 and wrong["loss_wrong"] < 1.6
+
+
+def test_double_softmax_plot_matches_per_point_losses():
+    fig = S.plot_double_softmax([-3.0, 0.0, 4.0], others=(1.0, -1.0))
+    right, wrong = (line.get_ydata() for line in fig.axes[0].get_lines())
+    for k, a in enumerate([-3.0, 0.0, 4.0]):
+        d = S.double_softmax([a, 1.0, -1.0], 0)
+        assert right[k] == pytest.approx(d["loss_right"], abs=1e-12)
+        assert wrong[k] == pytest.approx(d["loss_wrong"], abs=1e-12)
+    plt.close(fig)
+
+
+def test_plots_return_labelled_figures():
+    for fig in (S.plot_softmax_state(), S.plot_softmax_state([1, 2, 3, 4, 5], 4, 0.5, list("abcde")),
+                S.plot_nll_curve(), S.plot_double_softmax()):
+        assert isinstance(fig, matplotlib.figure.Figure)
+        ax = fig.axes[0]
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+        plt.close(fig)
+    fig = S.plot_softmax_state()
+    assert "1.408 nats" in fig.axes[0].get_title() and "2.031 bits" in fig.axes[0].get_title()
+    plt.close(fig)
+
+
+def test_explorer_builds_and_validates():
+    w = S.softmax_explorer([1.0, 0.0, -1.0, 2.0], target=3)
+    controls = w.children[0].children
+    assert len(controls) == 6  # 4 logits, target, temperature
+    assert [c.value for c in controls[:4]] == [1.0, 0.0, -1.0, 2.0] and controls[4].value == 3
+    image = w.children[1]
+    first = image.value
+    assert first[:8] == b"\x89PNG\r\n\x1a\n"
+    controls[0].value = 5.0  # moving a slider redraws the picture
+    assert image.value != first and image.value[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="3 to 5"):
+        S.softmax_explorer([1.0, 2.0])
+    plt.close("all")
+
+
+# ---------------------------------------------------------------- checkers
+
+def _torch_softmax(z):
+    return torch.softmax(torch.tensor(z, dtype=torch.float64), 0).numpy()
+
+
+def _torch_nll(z, y):
+    return float(F.cross_entropy(torch.tensor(z, dtype=torch.float64)[None], torch.tensor([y])))
+
+
+def _naive_softmax(z):
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def _min_shift_softmax(z):
+    e = np.exp(z - z.min())
+    return e / e.sum()
+
+
+def _mean_shift_softmax(z):
+    e = np.exp(z - z.mean())
+    return e / e.sum()
+
+
+def _unnormalised(z):
+    return np.exp(z - z.max())
+
+
+def _in_place_softmax(z):
+    z -= z.max()
+    np.exp(z, out=z)
+    z /= z.sum()
+    return z
+
+
+def test_stable_softmax_checker_accepts_independent_solution(capsys):
+    assert S.check_stable_softmax(_torch_softmax)
+    assert "pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [_naive_softmax, _min_shift_softmax, _mean_shift_softmax,
+                                   _unnormalised, _in_place_softmax])
+def test_stable_softmax_checker_rejects(wrong, capsys):
+    with np.errstate(all="ignore"):
+        assert not S.check_stable_softmax(wrong)
+    assert "fail" in capsys.readouterr().out
+
+
+def test_checkers_say_not_attempted_for_stub(capsys):
+    def stub(*args):
+        raise NotImplementedError
+    assert not S.check_stable_softmax(stub) and not S.check_nll_from_logits(stub)
+    out = capsys.readouterr().out
+    assert out.count("not attempted yet") == 2 and "fail" not in out
+
+
+def _log_of_stable_softmax(z, y):  # underflows: p_y = 0 for z=[1000, 0], y=1
+    e = np.exp(z - z.max())
+    return float(-np.log(e[y] / e.sum()))
+
+
+def _naive_nll(z, y):
+    return float(-np.log(np.exp(z[y]) / np.exp(z).sum()))
+
+
+def _log2_nll(z, y):
+    return _torch_nll(z, y) / math.log(2)
+
+
+def _missing_minus(z, y):
+    return -_torch_nll(z, y)
+
+
+def _lse_without_max(z, y):
+    return float(np.log(np.exp(z).sum()) - z[y])
+
+
+def test_nll_checker_accepts_independent_solution(capsys):
+    assert S.check_nll_from_logits(_torch_nll)
+    assert "pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [_log_of_stable_softmax, _naive_nll, _log2_nll, _missing_minus,
+                                   _lse_without_max])
+def test_nll_checker_rejects(wrong, capsys):
+    with np.errstate(all="ignore"):
+        assert not S.check_nll_from_logits(wrong)
+    assert "fail" in capsys.readouterr().out
