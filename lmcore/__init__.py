@@ -1,19 +1,29 @@
 """lmcore: how a causal language model turns text into a training signal.
 
-The core (this package minus ``lmcore.course``) needs only torch and NumPy.
+The core (this package minus ``lmcore.course``) needs only torch and NumPy. The training loop
+lives in ``lmcore.train`` (import it explicitly: ``from lmcore.train import train``).
 """
-from . import handcalc
+from . import data, handcalc, model, sample
+from .data import (ByteTokenizer, CharTokenizer, ChatTokenizer, chat_arithmetic,
+                   chat_arithmetic_entropy, load_corpus, unigram_entropy)
 from .loss import causal_lm_loss, chunked_causal_lm_loss
+from .model import GPT, GPTConfig
 from .perplexity import (LN2, PerplexityMeter, bits_per_byte, bits_to_nats, nats_to_bits,
                          perplexity_from_nll)
+from .presets import PRESETS, TrainConfig, preset
+from .sample import filter_logits, generate, next_token_distribution
 from .shift import (IGNORE_INDEX, PackedBatch, document_causal_mask, labels_from_attention_mask,
                     mask_cross_document_targets, num_valid_targets, pack_documents,
                     shift_for_next_token)
 
 __version__ = "0.1.0"
 
-__all__ = ["handcalc", "IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
+__all__ = ["handcalc", "data", "model", "sample",
+           "IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
            "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
            "pack_documents", "document_causal_mask", "causal_lm_loss", "chunked_causal_lm_loss",
            "PerplexityMeter", "LN2", "nats_to_bits", "bits_to_nats", "perplexity_from_nll",
-           "bits_per_byte"]
+           "bits_per_byte", "GPT", "GPTConfig", "generate", "filter_logits",
+           "next_token_distribution", "CharTokenizer", "ByteTokenizer", "ChatTokenizer",
+           "load_corpus", "chat_arithmetic", "chat_arithmetic_entropy", "unigram_entropy",
+           "TrainConfig", "PRESETS", "preset"]

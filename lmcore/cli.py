@@ -1,0 +1,79 @@
+"""The command line of :mod:`lmcore.train` and its loss plot.
+
+``python -m lmcore.train --preset cpu --corpus python-docs --out runs/NAME`` prints progress
+and writes ``history.json``, ``checkpoint.pt`` and ``loss.png`` to ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .data import load_corpus
+from .presets import PRESETS, pick_device, preset
+
+__all__ = ["plot_history", "main"]
+
+
+def plot_history(history, *, title: str = "training loss", unigram_entropy: float | None = None):
+    """Train and validation loss against tokens seen (a matplotlib Figure)."""
+    import matplotlib.pyplot as plt   # lazily: the core must import without matplotlib
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    x = [r["tokens"] for r in history]
+    ax.plot(x, [r["train_loss"] for r in history], marker="o", label="train (mean since previous point)")
+    ax.plot(x, [r["val_loss"] for r in history], marker="o", label="validation")
+    if unigram_entropy is not None:
+        ax.axhline(unigram_entropy, ls="--", color="gray", label="unigram entropy")
+    ax.set(xlabel="tokens seen", ylabel="loss (nats per token)", title=title)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m lmcore.train", description="Train a small GPT with lmcore.")
+    p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+    p.add_argument("--corpus", default=None, help="python-docs | chat-arithmetic | tinyshakespeare | a UTF-8 file path")
+    p.add_argument("--out", required=True, help="output folder (history.json, checkpoint.pt, loss.png)")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--device", default=None)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    a = p.parse_args(argv)
+    from .train import train   # here, not at the top: lmcore.train imports this module
+    over = {k: v for k, v in (("max_steps", a.max_steps), ("device", a.device)) if v is not None}
+    cfg = preset(a.preset, compile=a.compile, **over)
+    name = a.corpus or cfg.corpus
+    corpus = load_corpus("file", path=name) if Path(name).is_file() else load_corpus(name)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{corpus}\ndevice {pick_device(cfg.device)}, preset {a.preset}")
+    try:
+        from tqdm.auto import tqdm
+        write = tqdm.write            # keeps the progress bar intact
+    except ImportError:
+        write = print
+    show = lambda r: write(f"step {r['step']:5d}  tokens {r['tokens']:9d}  train {r['train_loss']:.4f}  "
+                           f"val {r['val_loss']:.4f}  lr {r['lr']:.2e}  {r['tokens_per_s']:.0f} tok/s")
+    t0 = time.perf_counter()
+    res = train(cfg, corpus, out_dir=out, on_eval=show,
+                resume=out / "checkpoint.pt" if a.resume else None)
+    wall = time.perf_counter() - t0
+    summary = {"status": res.status, "message": res.message, "wall_s": wall, "preset": a.preset,
+               "corpus": corpus.name, "unigram_entropy": corpus.unigram_entropy,
+               "config": asdict(cfg), "history": res.history}
+    (out / "history.json").write_text(json.dumps(summary, indent=1))
+    try:
+        fig = plot_history(res.history, title=f"{a.preset} preset on {corpus.name}",
+                           unigram_entropy=corpus.unigram_entropy)
+        fig.savefig(out / "loss.png", dpi=120)
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+    except ImportError:
+        print("matplotlib is not installed: no loss.png")
+    last = res.history[-1]["val_loss"] if res.history else float("nan")
+    print(f"{res.status} in {wall:.1f} s: val loss {last:.4f} nats vs unigram entropy "
+          f"{corpus.unigram_entropy:.4f}; wrote {out}/history.json, checkpoint.pt, loss.png")
+    return 0 if res.status in ("finished", "stopped") else 1
