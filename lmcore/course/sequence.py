@@ -1,0 +1,236 @@
+"""Notebook 03 (from a sequence to one loss): the word vocabulary, the context->target table,
+the two cheating models (no shift: copies; no causal mask: peeks), the widget's table, the
+label-shift figure and the exercise checkers.
+
+The models are :class:`lmcore.model.GPT`; the only extra here is :func:`forward_logits`, which
+runs a GPT's own blocks with the causal mask switched off, to show what the mask prevents.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import torch
+import torch.nn.functional as F
+
+from ..loss import causal_lm_loss
+from ..model import GPT, GPTConfig
+from ..shift import IGNORE_INDEX, labels_from_attention_mask, shift_for_next_token
+from .checks import Case, check
+from .style import COLORS, new_figure
+
+__all__ = ["WORDS", "WORD_CORPUS", "words", "encode", "context_target_table", "single_thread",
+           "forward_logits", "prefix_logits", "train_tiny_lm", "next_token_loss",
+           "train_word_model", "position_table", "format_position_table",
+           "supervision_density", "plot_label_shift", "check_shift", "check_causal_lm_loss"]
+
+WORDS = ("<pad>", "<bos>", "<eos>", "<unk>", "the", "a", "cat", "dog", "bird", "sat", "ran",
+         "ate", "slept", "on", "in", "to", "under", "mat", "rug", "park", "fish", "tree", "box")
+_ID = {w: i for i, w in enumerate(WORDS)}
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+WORD_CORPUS = ("the cat sat on the mat", "the dog sat on the rug", "the cat ate the fish",
+               "a dog ran to the park", "the bird sat in the tree", "a cat slept in the box",
+               "the dog slept under the tree", "a bird ate the fish", "the cat ran to the mat",
+               "a dog sat on the mat")
+
+
+def words(text: str, *, bos: bool = False, eos: bool = False) -> list[str]:
+    """Lower-cased words of ``text`` (anything outside the vocabulary becomes ``<unk>``)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {type(text).__name__}.")
+    out = [w if w in _ID else "<unk>" for w in re.findall(r"[a-z]+", text.lower())]
+    return (["<bos>"] if bos else []) + out + (["<eos>"] if eos else [])
+
+
+def encode(text: str, *, bos: bool = True, eos: bool = False) -> torch.Tensor:
+    """Token ids (1, L) of ``text`` in the word vocabulary :data:`WORDS`."""
+    return torch.tensor([[_ID[w] for w in words(text, bos=bos, eos=eos)]])
+
+
+def context_target_table(tokens) -> list[tuple[str, str]]:
+    """(context, target) for each target a causal LM is trained on: target t+1 given tokens
+    0..t. L tokens give L-1 rows (the first token is never a target)."""
+    tokens = list(tokens)
+    return [(" ".join(tokens[: t + 1]), tokens[t + 1]) for t in range(len(tokens) - 1)]
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run tiny models on one thread: as fast here, and the same numbers on every machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def forward_logits(model: GPT, input_ids: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
+    """Logits (N, L, V) of ``model``; with ``causal=False`` every position may attend to every
+    other one (including the future): the same weights and blocks, only the mask differs."""
+    if causal:
+        return model(input_ids)
+    L = input_ids.shape[1]
+    x = model.drop(model.wte(input_ids) + model.wpe(torch.arange(L)[None]))   # (N, L, D)
+    everything = torch.ones(L, L, dtype=torch.bool)
+    for block in model.blocks:
+        x = block(x, everything)
+    return model.lm_head(model.ln_f(x))
+
+
+def prefix_logits(model: GPT, input_ids: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
+    """Logits (N, L, V) the way generation sees them: position t from a forward of the prefix
+    0..t alone (L forwards). For a causal model this equals one full forward."""
+    return torch.stack([forward_logits(model, input_ids[:, : t + 1], causal=causal)[:, -1]
+                        for t in range(input_ids.shape[1])], dim=1)
+
+
+def next_token_loss(logits: torch.Tensor, input_ids: torch.Tensor, *, shift: bool = True):
+    """Mean NLL; ``shift=False`` scores position t against its own input token (the bug)."""
+    if shift:
+        return causal_lm_loss(logits, input_ids)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), input_ids.reshape(-1))
+
+
+def train_tiny_lm(*, shift: bool = True, causal: bool = True, vocab_size: int = 16,
+                  length: int = 16, batch: int = 32, steps: int = 60, lr: float = 1e-2,
+                  seed: int = 0):
+    """Train a 1-layer GPT on uniformly random tokens, fresh each step. Nothing is predictable,
+    so an honest model stays at ln V; a training loss near 0 means it cheats. Returns
+    ``(model, losses)``."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=length, n_layer=1, n_head=2,
+                          n_embd=32))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    with single_thread():
+        for _ in range(steps):
+            ids = torch.randint(vocab_size, (batch, length), generator=gen)
+            loss = next_token_loss(forward_logits(model, ids, causal=causal), ids, shift=shift)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+    return model.eval(), losses
+
+
+def train_word_model(steps: int = 150, seed: int = 0) -> GPT:
+    """A 1-layer GPT trained on :data:`WORD_CORPUS` (with BOS/EOS, padding not scored)."""
+    rows = [encode(s, eos=True)[0] for s in WORD_CORPUS]
+    L = max(len(r) for r in rows)
+    ids = torch.full((len(rows), L), PAD)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    labels = labels_from_attention_mask(ids, (ids != PAD).long())
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(vocab_size=len(WORDS), block_size=32, n_layer=1, n_head=2, n_embd=32))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    with single_thread():
+        for _ in range(steps):
+            loss = causal_lm_loss(model(ids), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return model.eval()
+
+
+@torch.no_grad()
+def position_table(model: GPT, sentence: str, *, shift: bool = True) -> list[dict]:
+    """One row per scored position of ``<bos> sentence``: context, target, p(target), loss.
+
+    With ``shift=True`` position t is scored against token t+1 (L-1 rows); with ``shift=False``
+    against token t itself, which is already in its context (L rows): the bug the shift avoids.
+    """
+    ids = encode(sentence)                                      # (1, L)
+    if ids.shape[1] > model.config.block_size:
+        raise ValueError(f"sentence has {ids.shape[1]} tokens with <bos>; the model reads at "
+                         f"most {model.config.block_size}.")
+    with single_thread():
+        logp = torch.log_softmax(model(ids).double(), dim=-1)[0]   # (L, V)
+    toks = [WORDS[i] for i in ids[0].tolist()]
+    rows = []
+    for t in range(len(toks) - 1 if shift else len(toks)):
+        y = int(ids[0, t + 1 if shift else t])
+        rows.append({"context": " ".join(toks[: t + 1]), "target": WORDS[y],
+                     "prob": float(logp[t, y].exp()), "loss": float(-logp[t, y])})
+    return rows
+
+
+def format_position_table(rows: list[dict]) -> str:
+    """The table as text, with the mean loss (nats) at the bottom."""
+    if not rows:
+        return "(no scored position: type at least one word)"
+    w = max(len(r["context"]) for r in rows) + 2
+    lines = [f"{'context':<{w}}{'target':<9}{'p(target)':>10}{'loss':>8}"]
+    lines += [f"{r['context']:<{w}}{r['target']:<9}{r['prob']:>10.3f}{r['loss']:>8.3f}"
+              for r in rows]
+    mean = sum(r["loss"] for r in rows) / len(rows)
+    return "\n".join(lines + [f"{len(rows)} targets, mean loss {mean:.3f} nats"])
+
+
+def supervision_density(length: int, mask_rate: float = 0.15, *, bos: bool = False) -> dict:
+    """Targets per sequence of ``length`` tokens: causal LM (L-1, or L with a BOS) vs a masked
+    LM that scores only the ~``mask_rate`` * L masked tokens."""
+    if not isinstance(length, int) or length < 2:
+        raise ValueError(f"length must be an int >= 2; got {length!r}.")
+    clm = length if bos else length - 1
+    return {"length": length, "causal_lm": clm, "masked_lm": mask_rate * length,
+            "ratio": clm / (mask_rate * length)}
+
+
+def plot_label_shift(tokens=None):
+    """Inputs on the top row, targets on the bottom row, each input pointing at its target."""
+    tokens = list(tokens) if tokens is not None else words("The cat sat on the mat", bos=True)
+    L = len(tokens)
+    fig, ax = new_figure(width=max(5.0, 1.1 * L), height=2.6)
+    box = dict(boxstyle="round,pad=0.3", ec="none")
+    for t, tok in enumerate(tokens):
+        inp = t < L - 1
+        ax.text(t, 1, tok, ha="center", va="center", color="white",
+                bbox={**box, "fc": COLORS["input"] if inp else COLORS["ignored"]})
+        if t >= 1:
+            ax.text(t, 0, tok, ha="center", va="center", color="white",
+                    bbox={**box, "fc": COLORS["target"]})
+            ax.annotate("", xy=(t - 0.15, 0.2), xytext=(t - 1, 0.8),
+                        arrowprops=dict(arrowstyle="->", color="0.3"))
+    ax.text(-0.9, 1, "input", ha="right", va="center")
+    ax.text(-0.9, 0, "target", ha="right", va="center")
+    ax.set_xlim(-2.2, L - 0.4)
+    ax.set_ylim(-0.5, 1.5)
+    ax.axis("off")
+    ax.set_title(f"{L} tokens give {L - 1} (input -> next token) pairs; the last input is unused")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)      # shown once: the notebook displays the returned Figure
+    return fig
+
+
+def _random_cases(seed: int, with_ignored: bool):
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for N, L, V in ((1, 2, 3), (2, 5, 7), (3, 9, 4), (4, 6, 11), (1, 12, 5)):
+        logits = torch.randn(N, L, V, generator=g)
+        labels = torch.randint(V, (N, L), generator=g)
+        if with_ignored:
+            drop = torch.rand(N, L, generator=g) < 0.35
+            drop[0, -1] = True                          # at least one ignored target...
+            drop[0, 1] = False                          # ...and at least one valid one
+            labels[drop] = IGNORE_INDEX
+        cases.append(Case((logits, labels), label=f"logits (N, L, V) = {(N, L, V)}"))
+    return cases
+
+
+def check_shift(fn, quiet: bool = False) -> bool:
+    """Grade ``fn(logits (N, L, V), labels (N, L)) -> (logits (N, L-1, V), labels (N, L-1))``."""
+    return check("shift_for_next_token", fn, shift_for_next_token,
+                 _random_cases(3, with_ignored=False), quiet=quiet,
+                 hint="position t predicts token t+1: drop the LAST logit and the FIRST label.")
+
+
+def check_causal_lm_loss(fn, quiet: bool = False) -> bool:
+    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s) -> scalar`` against lmcore's."""
+    return check("causal_lm_loss", fn, lambda z, y: causal_lm_loss(z, y),
+                 _random_cases(4, with_ignored=True), quiet=quiet, atol=1e-5,
+                 hint="shift first (logits[:, :-1] vs labels[:, 1:]), flatten to (N(L-1), V) and "
+                      "(N(L-1),), and let ignore_index=-100 drop masked targets from the mean.")

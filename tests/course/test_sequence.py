@@ -1,0 +1,170 @@
+"""Notebook 03's support code: the word vocabulary, the tables, the cheating models, the checkers."""
+import math
+
+import matplotlib
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+
+from lmcore.course import sequence as sq  # noqa: E402
+from lmcore.model import GPT, GPTConfig  # noqa: E402
+
+
+def _model(V=11, L=12, seed=0):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=V, block_size=L, n_layer=2, n_head=2, n_embd=16)).eval()
+
+
+def test_words_and_encode():
+    assert sq.words("The cat, sat!", bos=True, eos=True) == ["<bos>", "the", "cat", "sat", "<eos>"]
+    assert sq.words("the zebra") == ["the", "<unk>"]
+    ids = sq.encode("The cat sat on the mat")
+    assert ids.shape == (1, 7) and ids[0, 0] == sq.BOS
+    assert [sq.WORDS[i] for i in ids[0, 1:].tolist()] == "the cat sat on the mat".split()
+    with pytest.raises(TypeError, match="text"):
+        sq.words(3)
+
+
+def test_context_target_table_has_L_minus_1_rows():
+    rows = sq.context_target_table("the cat sat on the mat".split())
+    assert len(rows) == 5
+    assert rows[0] == ("the", "cat") and rows[-1] == ("the cat sat on the", "mat")
+
+
+def test_forward_logits_causal_is_the_model_and_noncausal_sees_the_future():
+    model, ids = _model(), torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(sq.forward_logits(model, ids), model(ids))
+        changed = ids.clone()
+        changed[:, -1] = (changed[:, -1] + 1) % 11
+        # a causal model's earlier positions ignore the last token; a non-causal one's do not
+        torch.testing.assert_close(model(changed)[:, :-1], model(ids)[:, :-1])
+        a = sq.forward_logits(model, ids, causal=False)[:, :-1]
+        b = sq.forward_logits(model, changed, causal=False)[:, :-1]
+        assert (a - b).abs().max() > 1e-4
+
+
+def test_noncausal_path_reproduces_model_when_given_the_causal_mask():
+    # guards forward_logits against drift in the model's internals
+    model, ids = _model(), torch.randint(11, (2, 6), generator=torch.Generator().manual_seed(2))
+    L = ids.shape[1]
+    with torch.no_grad():
+        x = model.wte(ids) + model.wpe(torch.arange(L)[None])
+        for block in model.blocks:
+            x = block(x, torch.ones(L, L, dtype=torch.bool).tril())
+        torch.testing.assert_close(model.lm_head(model.ln_f(x)), model(ids))
+
+
+def test_teacher_forcing_equals_a_loop_of_prefix_forwards():
+    model, ids = _model(), torch.randint(11, (3, 9), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        loop = torch.stack([model(ids[:, : t + 1])[:, -1] for t in range(9)], dim=1)
+        torch.testing.assert_close(sq.prefix_logits(model, ids), loop)
+        torch.testing.assert_close(sq.prefix_logits(model, ids), model(ids), atol=1e-5, rtol=1e-5)
+        assert (sq.prefix_logits(model, ids, causal=False)
+                - sq.forward_logits(model, ids, causal=False)).abs().max() > 1e-4
+
+
+def test_next_token_loss_against_float64_cross_entropy():
+    g = torch.Generator().manual_seed(4)
+    z, y = torch.randn(2, 5, 7, generator=g), torch.randint(7, (2, 5), generator=g)
+    ref = F.cross_entropy(z[:, :-1].double().reshape(-1, 7), y[:, 1:].reshape(-1))
+    assert math.isclose(float(sq.next_token_loss(z, y)), float(ref), rel_tol=1e-6)
+    ref0 = F.cross_entropy(z.double().reshape(-1, 7), y.reshape(-1))
+    assert math.isclose(float(sq.next_token_loss(z, y, shift=False)), float(ref0), rel_tol=1e-6)
+
+
+def test_the_two_cheats_and_the_honest_model():
+    lnv = math.log(16)
+    honest = sq.train_tiny_lm(steps=40)[1]
+    copy = sq.train_tiny_lm(shift=False, steps=40)[1]
+    peek_model, peek = sq.train_tiny_lm(causal=False, steps=60)
+    assert min(honest) > lnv - 0.1                 # random tokens: nothing honest to learn
+    assert copy[0] < lnv - 0.1 and copy[-1] < 0.1  # tied embeddings: copying starts at init
+    assert peek[0] > lnv - 0.1 and peek[-1] < 0.3  # peeking must be learned
+    ids = torch.randint(16, (16, 16), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        generation_time = sq.next_token_loss(sq.prefix_logits(peek_model, ids, causal=False), ids)
+    assert float(generation_time) > lnv
+
+
+def test_position_table_against_an_independent_computation():
+    model = _model(V=len(sq.WORDS), L=32)
+    ids = sq.encode("the cat sat on the mat")
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids)[0].double(), -1)
+    rows = sq.position_table(model, "The cat sat on the mat")
+    assert len(rows) == 6 and rows[0]["context"] == "<bos>" and rows[0]["target"] == "the"
+    for t, r in enumerate(rows):
+        y = int(ids[0, t + 1])
+        assert math.isclose(r["loss"], -float(logp[t, y]), rel_tol=1e-5)
+        assert math.isclose(r["prob"], math.exp(-r["loss"]), rel_tol=1e-9)
+    plain = sq.position_table(model, "the cat sat on the mat", shift=False)
+    assert len(plain) == 7 and plain[2]["target"] == "cat" and plain[2]["context"].endswith("cat")
+    text = sq.format_position_table(rows)
+    assert "6 targets" in text and f"{sum(r['loss'] for r in rows) / 6:.3f}" in text
+    assert "no scored position" in sq.format_position_table([])
+
+
+def test_trained_word_model_has_learned_the_corpus():
+    rows = sq.position_table(sq.train_word_model(), "the cat sat on the mat")
+    assert rows[4]["target"] == "the" and rows[4]["prob"] > 0.9     # "on" -> "the"
+    assert rows[2]["prob"] < 0.6                                     # "cat" -> sat/ate/ran
+
+
+def test_supervision_density():
+    d = sq.supervision_density(1024)
+    assert d["causal_lm"] == 1023 and math.isclose(d["masked_lm"], 153.6)
+    assert sq.supervision_density(1024, bos=True)["causal_lm"] == 1024
+    with pytest.raises(ValueError, match="length"):
+        sq.supervision_density(1)
+
+
+def test_plot_label_shift_returns_a_figure():
+    fig = sq.plot_label_shift()
+    assert isinstance(fig, matplotlib.figure.Figure) and "6 (input" in fig.axes[0].get_title()
+    assert "3 (input" in sq.plot_label_shift(["a", "b", "c", "d"]).axes[0].get_title()
+
+
+def _my_shift(logits, labels):
+    return logits[:, :-1], labels[:, 1:]
+
+
+def _my_loss(logits, labels):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1),
+                           ignore_index=-100)
+
+
+def _stub(*args):
+    raise NotImplementedError
+
+
+def test_check_shift_accepts_the_solution_and_rejects_wrong_ones(capsys):
+    assert sq.check_shift(_my_shift)
+    assert not sq.check_shift(lambda z, y: (z, y))                        # no shift
+    assert not sq.check_shift(lambda z, y: (z[:, 1:], y[:, :-1]))         # the wrong way
+    assert not sq.check_shift(lambda z, y: (z[:, :-1], y[:, :-1]))        # labels not moved
+    assert not sq.check_shift(_stub)
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones():
+    assert sq.check_causal_lm_loss(_my_loss, quiet=True)
+
+    def unshifted(z, y):
+        return F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)
+
+    def mean_over_all_positions(z, y):
+        V = z.shape[-1]
+        nll = F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100,
+                              reduction="sum")
+        return nll / y[:, 1:].numel()
+
+    def summed(z, y):
+        return mean_over_all_positions(z, y) * y[:, 1:].numel()
+
+    for wrong in (unshifted, mean_over_all_positions, summed):
+        assert not sq.check_causal_lm_loss(wrong, quiet=True), wrong.__name__
