@@ -3,7 +3,8 @@
 The core (this package minus ``lmcore.course``) needs only torch and NumPy. The training loop
 lives in ``lmcore.train`` (import it explicitly: ``from lmcore.train import train``).
 """
-from . import data, handcalc, model, sample
+from . import data, diagnose, handcalc, model, sample
+from .diagnose import CHECK_NAMES, CheckRow, DiagnosisReport, run_checks, token_weights
 from .data import (ByteTokenizer, CharTokenizer, ChatTokenizer, chat_arithmetic,
                    chat_arithmetic_entropy, load_corpus, unigram_entropy)
 from .loss import causal_lm_loss, chunked_causal_lm_loss
@@ -18,7 +19,8 @@ from .shift import (IGNORE_INDEX, PackedBatch, document_causal_mask, labels_from
 
 __version__ = "0.1.0"
 
-__all__ = ["handcalc", "data", "model", "sample",
+__all__ = ["handcalc", "data", "diagnose", "model", "sample", "run_checks", "DiagnosisReport",
+           "CheckRow", "CHECK_NAMES", "token_weights",
            "IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
            "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
            "pack_documents", "document_causal_mask", "causal_lm_loss", "chunked_causal_lm_loss",

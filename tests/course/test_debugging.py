@@ -1,0 +1,115 @@
+"""Notebook 07's support: the corpus, the buggy pipelines (each loss falls; each is caught), the
+measurements, the figures and widget, and the exercise checkers."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmcore.course import debugging as d
+from lmcore.course import debugging_views as views
+
+SIGNATURES = {"correct": (), "same_position": ("alignment", "perfect_logits", "last_unscored"),
+              "double_shift": ("alignment", "perfect_logits", "all_scored"),
+              "softmax_first": ("perfect_logits",), "padding_scored": ("pad_id",),
+              "batch_means": ("equal_weights",), "packed_causal": (), "eos_is_pad": ("pad_id",),
+              "sees_future": ("future",)}
+LEARNS = {"correct", "padding_scored", "batch_means", "packed_causal"}
+
+
+def test_documents_count_up_by_one_or_two_to_15():
+    docs = d.documents(50, seed=3)
+    assert len(docs) == 50
+    for doc in docs:
+        assert 2 <= doc[0] <= 9 and doc[-1] == d.V - 1
+        assert all(b - a in (1, 2) for a, b in zip(doc, doc[1:]))
+    # naive floor: a fair coin (ln 2) wherever both steps stay <= 15; 0 elsewhere and at EOS
+    nll = [math.log(2) if x + 2 <= 15 else 0.0 for doc in docs for x in doc]
+    assert d.entropy_floor(docs) == pytest.approx(sum(nll) / len(nll))
+
+
+def test_padded_batch():
+    ids, mask = d.padded_batch([[2, 3], [5, 6, 7]], pad_id=0)
+    assert ids.shape == (2, d.L) and ids[0, :4].tolist() == [2, 3, d.EOS, 0]
+    assert mask.sum(1).tolist() == [3, 4]
+
+
+def test_noncausal_forward_agrees_with_the_gpt_at_the_last_position_only():
+    model = d.tiny_gpt(0)
+    ids = torch.randint(2, d.V, (2, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a, b = model(ids), d.noncausal_forward(model, ids)
+    assert torch.allclose(a[:, -1], b[:, -1], atol=1e-5)
+    assert not torch.allclose(a[:, 0], b[:, 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("key", list(d.PIPELINES))
+def test_every_pipeline_loss_falls_and_its_diagnosis_matches(key):
+    assert d.diagnose_pipeline(key).failed == SIGNATURES[key]
+    verdict = d.loss_verdict(key)
+    assert "loss fell: yes" in verdict
+    assert verdict.endswith(": yes" if key in LEARNS else ": no")
+
+
+def test_weights_by_row_show_the_batch_means_bug():
+    assert d.weights_by_row("correct") == [(14, round(1 / 23, 4)), (5, round(1 / 23, 4)), (4, round(1 / 23, 4))]
+    assert d.weights_by_row("batch_means") == [(n, round(1 / (3 * n), 4)) for n in (14, 5, 4)]
+
+
+def test_measurements_for_the_bugs_run_checks_cannot_see():
+    leak = d.measure_leak()
+    assert leak["plain causal mask"] > 1e-3 and leak["document mask"] < 1e-5
+    assert d.eos_targets("correct") == d.ROWS and d.eos_targets("eos_is_pad") == 0
+    assert d.p_stop("correct") > 0.8 and d.p_stop("eos_is_pad") < 0.2
+
+
+def test_figures_and_widget():
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    for fig in (views.plot_pipeline(), views.plot_pipeline("correct"), views.plot_signatures()):
+        assert isinstance(fig, Figure)
+        plt.close(fig)
+    box = views.pipeline_explorer("softmax_first")
+    assert box.children[0].value == "softmax_first"
+
+
+def _stub():
+    raise NotImplementedError
+
+
+ANSWERS = {"A": "padding_scored", "B": "sees_future", "C": "correct", "D": "double_shift",
+           "E": "batch_means"}
+
+
+def test_mystery_pipelines_have_the_signatures_the_answers_claim():
+    for letter, (forward, loss_fn) in views.mystery_pipelines().items():
+        failed = set(d.run_checks(forward, loss_fn, vocab_size=d.V, seq_len=d.L).failed) - {"first_loss"}
+        assert failed == set(SIGNATURES[ANSWERS[letter]]), letter
+
+
+def test_check_mystery(capsys):
+    assert views.check_mystery(lambda: dict(ANSWERS))
+    assert not views.check_mystery(lambda: dict(ANSWERS, A="eos_is_pad"))
+    assert not views.check_mystery(lambda: dict(ANSWERS, D="same_position", E="correct"))
+    assert not views.check_mystery(_stub)
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+def solution_loss(logits, input_ids, attention_mask):
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1), ignore_index=-100)
+
+
+@pytest.mark.parametrize("wrong", [d.loss_same_position, d.loss_padding_scored, d.loss_batch_means,
+                                   d.loss_softmax_first, d.loss_double_shift])
+def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
+    assert not views.check_loss_fn(wrong)
+    assert "fail" in capsys.readouterr().out
+
+
+def test_check_loss_fn_accepts_a_solution(capsys):
+    assert views.check_loss_fn(solution_loss)
+    assert "all 9 checks passed" in capsys.readouterr().out
+    assert not views.check_loss_fn(_stub)
