@@ -1,7 +1,7 @@
 """One look for every course figure: a colour for each role, applied the same way everywhere."""
 from __future__ import annotations
 
-__all__ = ["COLORS", "apply_style", "new_figure"]
+__all__ = ["COLORS", "apply_style", "new_figure", "draw_grid"]
 
 COLORS = {
     "input": "#4C72B0",     # tokens the model reads
@@ -36,3 +36,21 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height: fl
 
     apply_style()
     return plt.subplots(nrows, ncols, figsize=(width, height), constrained_layout=True, **kw)
+
+
+def draw_grid(ax, colors, texts, title, row_names=None):
+    """Coloured cells with text: ``colors``/``texts`` are (R, C) nested lists."""
+    from matplotlib.patches import Rectangle
+
+    R, C = len(colors), len(colors[0])
+    for r in range(R):
+        for c in range(C):
+            ax.add_patch(Rectangle((c, R - 1 - r), 0.95, 0.9, color=colors[r][c]))
+            ax.text(c + 0.475, R - 1 - r + 0.45, texts[r][c], ha="center", va="center",
+                    fontsize=8, color="black")
+    ax.set_xlim(0, C)
+    ax.set_ylim(0, R)
+    ax.set_xticks([c + 0.475 for c in range(C)], [str(c) for c in range(C)])
+    ax.set_yticks([R - 1 - r + 0.45 for r in range(R)], row_names or [f"row {r}" for r in range(R)])
+    ax.grid(False)
+    ax.set_title(title, fontsize=10)

@@ -1,0 +1,246 @@
+"""Notebook 05 (padding and perplexity): the toy batch and GPT, the pad-id test, the three
+perplexities (the widget's state: :func:`compare_perplexities`), figures, exercise checkers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..loss import causal_lm_loss
+from ..model import GPT, GPTConfig
+from ..perplexity import PerplexityMeter
+from ..shift import IGNORE_INDEX, labels_from_attention_mask, num_valid_targets
+from .checks import Case, check
+from .style import COLORS, draw_grid, new_figure
+
+__all__ = ["TOKENS", "PAD", "BOS", "EOS", "example_batch", "plot_padding_masks",
+           "tiny_gpt", "pad_id_effect", "context_logits", "ragged_batches", "three_perplexities",
+           "compare_perplexities", "plot_perplexities", "accumulation_batch",
+           "flat_grad", "check_labels_from_attention_mask", "check_token_weighted_perplexity",
+           "check_accumulation"]
+
+TOKENS = ["PAD", "BOS", "EOS", "deep", "nets", "learn", "fast", "cats", "sit", "on", "warm", "mats"]
+PAD, BOS, EOS = 0, 1, 2
+
+
+def example_batch(pad_id: int = PAD, eos_id: int = EOS, *, left: bool = False):
+    """The two-row batch ``A = BOS deep nets EOS PAD PAD``, ``B = BOS cats sit on mats EOS``.
+
+    Returns ``(input_ids, attention_mask)``, both (2, 6); ``left=True`` pads on the left.
+    """
+    rows = [[BOS, 3, 4, eos_id], [BOS, 7, 8, 9, 11, eos_id]]
+
+    def pad(r, v):
+        return [v] * (6 - len(r)) + r if left else r + [v] * (6 - len(r))
+    return torch.tensor([pad(r, pad_id) for r in rows]), torch.tensor([pad([1] * len(r), 0) for r in rows])
+
+
+def _right_padded(ids: torch.Tensor, lengths: torch.Tensor):
+    """``ids`` (N, L) with PAD after each row's length, and ``labels_from_attention_mask``."""
+    mask = (torch.arange(ids.shape[1])[None] < lengths[:, None]).long()
+    ids = torch.where(mask == 1, ids, PAD)
+    return ids, labels_from_attention_mask(ids, mask)
+
+
+def plot_padding_masks(input_ids=None, attention_mask=None, *, pad_id: int = PAD,
+                       eos_id: int = EOS, names=TOKENS):
+    """Three grids for one padded batch: the inputs, what attention reads (the attention mask)
+    and what the loss scores (the target each position predicts; -100 in grey)."""
+    if input_ids is None:
+        input_ids, attention_mask = example_batch(pad_id, eos_id)
+    labels = labels_from_attention_mask(input_ids, attention_mask)
+    N, L = input_ids.shape
+    fig, axes = new_figure(3, 1, width=6.4, height=1.2 + 1.1 * N * 3 / 2)
+
+    ids, m = input_ids.tolist(), attention_mask.tolist()
+    role = [[COLORS["pad"] if not k else COLORS["eos"] if i == eos_id else COLORS["input"]
+             for i, k in zip(a, b)] for a, b in zip(ids, m)]
+    draw_grid(axes[0], role,
+              [[names[i] for i in a] for a in ids], "input_ids (grey = PAD, purple = EOS)")
+    draw_grid(axes[1], [[COLORS["correct"] if k else COLORS["pad"] for k in b] for b in m],
+              [[str(k) for k in b] for b in m], "attention_mask: what the model may read")
+    tgt = labels[:, 1:].tolist()
+    draw_grid(axes[2], [[COLORS["target"] if y != IGNORE_INDEX else COLORS["ignored"] for y in r]
+                        + [COLORS["pad"]] for r in tgt],
+              [[names[y] if y != IGNORE_INDEX else "-100" for y in r] + ["—"] for r in tgt],
+              f"target predicted at each position: {num_valid_targets(labels)} scored, grey = -100")
+    axes[2].set_xlabel("position t (its target is token t+1)")
+    return fig
+
+
+def tiny_gpt(seed: int = 0, vocab_size: int = len(TOKENS), block_size: int = 16) -> GPT:
+    """A seeded 1-layer GPT in float64 (deterministic to the last digits shown), eval mode."""
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2,
+                         n_embd=16, dropout=0.0, init_std=0.5)).double().eval()
+
+
+def pad_id_effect(use_attention_mask: bool, use_loss_mask: bool, *, strict: bool = True,
+                  new_pad_id: int = 10, seed: int = 0) -> float:
+    """|loss(pad id = PAD) - loss(pad id = new_pad_id)| on the left-padded example batch.
+
+    The attention mask reaches the GPT as document ids (padding is its own "document" -1, so
+    real tokens cannot read it). The loss mask is labels_from_attention_mask, plus (``strict``)
+    -100 on the first real token, which left padding makes the target of a pad position.
+    """
+    model, losses = tiny_gpt(seed), []
+    for pad_id in (PAD, new_pad_id):
+        ids, mask = example_batch(pad_id, left=True)
+        doc = torch.where(mask == 1, 0, -1) if use_attention_mask else None
+        labels = labels_from_attention_mask(ids, mask) if use_loss_mask else ids
+        if use_loss_mask and strict:
+            labels[:, 1:][mask[:, :-1] == 0] = IGNORE_INDEX
+        with torch.no_grad():
+            losses.append(float(causal_lm_loss(model(ids, document_ids=doc), labels)))
+    return abs(losses[0] - losses[1])
+
+
+# ---------------------------------------------------------------- perplexity over batches
+
+def context_logits(input_ids: torch.Tensor, vocab_size: int, *, seed: int = 0) -> torch.Tensor:
+    """A fixed toy "model" that improves with context: logits (N, L, V) in float64, noise plus
+    a bonus on the true next token that grows like log(1 + t). Short rows cost more per token."""
+    g = torch.Generator().manual_seed(seed)
+    N, L = input_ids.shape
+    logits = torch.randn(N, L, vocab_size, generator=g, dtype=torch.float64)
+    nxt = torch.cat([input_ids[:, 1:], input_ids[:, -1:]], dim=1).clamp(0, vocab_size - 1)
+    bonus = 1.2 * torch.log1p(torch.arange(L, dtype=torch.float64))[None, :].expand(N, L)
+    return logits.scatter_add(2, nxt[..., None], bonus[..., None].contiguous())
+
+
+def ragged_batches(shortest: int = 4, longest: int = 32, *, n_batches: int = 6, rows: int = 4,
+                   vocab_size: int = 50, seed: int = 0):
+    """``n_batches`` batches of ``rows`` rows, all padded to ``longest``; batch b's real lengths
+    run from ``longest`` (b = 0) down to about ``shortest``. Returns a list of (logits, labels)."""
+    if not 2 <= shortest <= longest:
+        raise ValueError(f"need 2 <= shortest <= longest; got shortest={shortest}, longest={longest}.")
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for b, target in enumerate(np.linspace(longest, shortest, n_batches).round().astype(int)):
+        lens = torch.randint(max(2, int(target) - 2), int(target) + 1, (rows,), generator=g)
+        ids, labels = _right_padded(torch.randint(3, vocab_size, (rows, longest), generator=g), lens)
+        out.append((context_logits(ids, vocab_size, seed=seed * 1000 + b), labels))
+    return out
+
+
+def three_perplexities(batches) -> dict:
+    """Token-weighted perplexity exp(ΣNLL/Σtokens) (via :class:`PerplexityMeter`), exp(mean of
+    batch mean losses) and the mean of per-batch perplexities, for a list of (logits, labels)."""
+    meter, means = PerplexityMeter(), []
+    for logits, labels in batches:
+        total = meter.update(logits, labels)
+        means.append(total / num_valid_targets(labels))
+    return {"token_weighted": meter.perplexity, "mean_of_batch_means": math.exp(np.mean(means)),
+            "mean_of_batch_perplexities": float(np.mean(np.exp(means))), "n_tokens": meter.n_tokens}
+
+
+def compare_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int = 6,
+                         seed: int = 0) -> dict:
+    """The widget's state: :func:`three_perplexities` on :func:`ragged_batches` plus the
+    fraction of all positions that are padding."""
+    batches = ragged_batches(shortest, longest, n_batches=n_batches, seed=seed)
+    real = sum(int((lab != IGNORE_INDEX).sum()) for _, lab in batches)
+    return {**three_perplexities(batches),
+            "padding_fraction": 1 - real / sum(lab.numel() for _, lab in batches)}
+
+
+_KINDS = [("token_weighted", "token-weighted\nexp(ΣNLL / Σtokens)", "correct"),
+          ("mean_of_batch_means", "exp(mean of\nbatch means)", "target"),
+          ("mean_of_batch_perplexities", "mean of batch\nperplexities", "wrong")]
+
+
+def plot_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int = 6, seed: int = 0):
+    """Bars of the three ways to average perplexity over ragged batches."""
+    r = compare_perplexities(shortest, longest, n_batches=n_batches, seed=seed)
+    fig, ax = new_figure(width=6.0, height=3.4)
+    bars = ax.bar([k[1] for k in _KINDS], [r[k[0]] for k in _KINDS],
+                  color=[COLORS[k[2]] for k in _KINDS])
+    ax.bar_label(bars, labels=[f"{r[k[0]]:.2f}" for k in _KINDS], padding=2)
+    ax.set_ylabel("perplexity")
+    ax.set_ylim(0, 1.15 * max(r[k[0]] for k in _KINDS))
+    ax.set_title(f"Batch lengths {longest} down to ~{shortest}: {r['padding_fraction']:.0%} padding")
+    return fig
+
+
+# ---------------------------------------------------------------- gradient accumulation
+
+def accumulation_batch(seed: int = 0, rows: int = 4, length: int = 12, vocab_size: int = len(TOKENS)):
+    """``(input_ids, labels)`` (rows, length), right-padded with very uneven real lengths:
+    the first half of the rows are long, the second half short."""
+    g = torch.Generator().manual_seed(seed)
+    long_, short = length - int(torch.randint(0, 2, (1,), generator=g)), 2 + int(torch.randint(0, 3, (1,), generator=g))
+    lens = torch.tensor([long_] * (rows // 2) + [short] * (rows - rows // 2))
+    return _right_padded(torch.randint(3, vocab_size, (rows, length), generator=g), lens)
+
+
+def flat_grad(model) -> torch.Tensor:
+    """All parameter gradients of ``model`` in one 1-D tensor (zeros where a grad is None)."""
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                      for p in model.parameters()])
+
+
+# ---------------------------------------------------------------- exercise checkers
+
+def check_labels_from_attention_mask(fn) -> bool:
+    g = torch.Generator().manual_seed(5)
+    cases = [Case(example_batch(), label="the example batch (right padding)"),
+             Case(example_batch(left=True), label="the example batch, left padding"),
+             Case((example_batch()[0], example_batch()[1].bool()), label="bool attention_mask")]
+    for n in range(3):
+        ids = torch.randint(0, 50, (3, 7), generator=g)
+        cases.append(Case((ids, (torch.rand(3, 7, generator=g) > 0.3).long()), label=f"random {n}"))
+    return check("labels_from_attention_mask", fn, labels_from_attention_mask, cases,
+                 hint="copy input_ids (clone) and put -100 where attention_mask is 0; do not shift.")
+
+
+def _naive_perplexity(batches) -> float:
+    total, count = 0.0, 0
+    for logits, labels in batches:
+        for n in range(labels.shape[0]):
+            for t in range(1, labels.shape[1]):
+                if int(labels[n, t]) != IGNORE_INDEX:
+                    total -= float(torch.log_softmax(logits[n, t - 1].double(), -1)[labels[n, t]])
+                    count += 1
+    return math.exp(total / count)
+
+
+def _ragged_cases(seed: int, n_batches: int):
+    """Random (logits, labels) batches of different shapes, logit scales and real lengths."""
+    g, out = torch.Generator().manual_seed(seed), []
+    for b in range(n_batches):
+        N, L = int(torch.randint(1, 4, (1,), generator=g)), int(torch.randint(3, 9, (1,), generator=g))
+        _, labels = _right_padded(torch.randint(0, 7, (N, L), generator=g),
+                                  torch.randint(2, L + 1, (N,), generator=g))
+        out.append(((0.5 + 2.0 * b) * torch.randn(N, L, 7, generator=g), labels))
+    return out
+
+
+def check_token_weighted_perplexity(fn) -> bool:
+    cases = [Case((ragged_batches(4, 16, n_batches=3, rows=2),), label="three ragged batches")]
+    cases += [Case((_ragged_cases(s, k),), label=f"random ragged batches (seed {s}, {k} batches)")
+              for s, k in ((1, 1), (2, 3), (3, 5))]
+    return check("token_weighted_perplexity", fn, _naive_perplexity, cases, rtol=1e-5, hint=
+                 "sum the NLL of every valid target (reduction='sum') and count them "
+                 "(num_valid_targets) over all batches; divide once at the end, then exp.")
+
+
+def _accumulation_grads(accumulate, seed: int, n_micro: int, full_batch: bool = False):
+    model = tiny_gpt(seed)
+    ids, labels = accumulation_batch(seed, rows=2 * n_micro)
+    if full_batch:
+        causal_lm_loss(model(ids), labels).backward()
+    else:
+        accumulate(model, list(zip(ids.split(2), labels.split(2))))
+    return flat_grad(model)
+
+
+def check_accumulation(fn) -> bool:
+    """``fn(model, micro_batches)`` must leave model's .grad equal to the full batch's gradient
+    of ``causal_lm_loss`` (mean over all valid targets)."""
+    cases = [Case((s, k), label=f"{k} micro-batches of 2 rows, uneven padding (seed {s})")
+             for s, k in ((0, 2), (1, 2), (2, 3), (3, 4))]
+    return check("accumulate_gradients", lambda s, k: _accumulation_grads(fn, s, k),
+                 lambda s, k: _accumulation_grads(None, s, k, full_batch=True), cases,
+                 atol=1e-9, rtol=1e-6, hint="count the valid targets of ALL micro-batches first "
+                 "(num_valid_targets), then pass that count as num_items to every micro-batch's loss.")

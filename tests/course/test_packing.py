@@ -1,0 +1,161 @@
+"""Notebook 06's support: packing policies, the leak measurement, chat labels, the figures and
+the exercise checkers (accept the reference, reject plausible mistakes)."""
+import math
+
+import matplotlib
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lmcore import IGNORE_INDEX, causal_lm_loss  # noqa: E402
+from lmcore.course import packing as K  # noqa: E402
+
+
+def test_encode_decode_round_trip():
+    assert K.decode(K.encode(K.SEED_CHAT)) == K.SEED_CHAT
+    assert len(K.encode(K.SEED_CHAT)) == 9
+
+
+@pytest.mark.parametrize("policy", list(K.POLICIES))
+def test_pack_with_policy_against_a_hand_built_row(policy):
+    p = K.pack_with_policy(policy=policy)
+    eos = policy != "no_eos"
+    stream = [w for d in K.DOCS for w in d.split() + (["EOS"] if eos else [])]
+    docs = [k for k, d in enumerate(K.DOCS) for _ in d.split() + (["EOS"] if eos else [])]
+    L = 14
+    assert p["input_ids"].shape == (1, L)
+    assert K.decode(p["input_ids"][0][:len(stream)]) == " ".join(stream)
+    assert p["document_ids"][0].tolist() == docs + [-1] * (L - len(docs))
+    starts = {t for t in range(1, len(docs)) if docs[t] != docs[t - 1]}
+    for t in range(L):
+        real = t < len(stream)
+        dropped = policy in ("eos_masked", "block_diagonal") and t in starts
+        want = K.VOCAB.index(stream[t]) if real and not dropped else IGNORE_INDEX
+        assert int(p["labels"][0, t]) == want, t
+        assert bool(p["crossing"][0, t]) == (t in starts)
+        for j in range(L):
+            same = docs[t] == docs[j] if real and j < len(docs) else (not real and j >= len(docs))
+            allowed = j <= t and (same or policy != "block_diagonal")
+            assert bool(p["attention"][0, t, j]) == allowed
+    if policy == "block_diagonal":
+        pos = [t - max([0] + [s for s in starts | {len(docs)} if s <= t]) for t in range(L)]
+        assert p["position_ids"][0].tolist() == pos
+    else:
+        assert p["position_ids"][0].tolist() == list(range(L))
+    with pytest.raises(ValueError, match="policy"):
+        K.pack_with_policy(policy="eos_only")
+
+
+def test_leak_is_zero_only_with_block_diagonal_attention_and_position_reset():
+    leaks = K.policy_leaks()
+    assert leaks["block_diagonal"] < 1e-12
+    for name in ("no_eos", "eos", "eos_masked", "positions_reset_only", "block_diagonal_only"):
+        assert leaks[name] > 1e-2, name
+    with pytest.raises(ValueError, match="eos=True"):
+        K.measure_leak(eos=False, block_diagonal=True)
+
+
+def test_leak_measures_document_b_logits_directly():
+    model = K.leak_model()
+    with torch.no_grad():
+        b = model(torch.tensor([K.encode("dogs run fast")]))[0]
+        ab = model(torch.tensor([K.encode("the cat sat on the mat EOS dogs run fast")]))[0, 7:]
+        b_alone = model(torch.tensor([K.encode("the cat sat on the mat EOS dogs run fast")]),
+                        document_ids=torch.tensor([[0] * 7 + [1] * 3]),
+                        position_ids=torch.tensor([list(range(7)) + [0, 1, 2]]))[0, 7:]
+    assert (b_alone - b).abs().max() < 1e-12       # B packed with the mask == B on its own
+    assert (ab - b).abs().max() > 1e-2
+
+
+def naive_chat_labels(ids):
+    out = []
+    for row in ids.tolist():
+        a = row.index(K.ASSISTANT) if K.ASSISTANT in row else len(row)
+        out.append([IGNORE_INDEX if t <= a or v == K.PAD else v for t, v in enumerate(row)])
+    return torch.tensor(out)
+
+
+def test_chat_labels_score_only_the_answer():
+    ids = K.chat_batch()
+    assert torch.equal(K.chat_labels(ids), naive_chat_labels(ids))
+    lab = K.chat_labels(K.chat_batch((K.SEED_CHAT,)))[0].tolist()
+    assert [K.VOCAB[v] for v in lab if v != IGNORE_INDEX] == ["5", ".", "EOS"]
+
+
+def test_seed_chat_logits_reproduce_the_seed_numbers():
+    ids = K.chat_batch((K.SEED_CHAT,))
+    logits = K.seed_chat_logits()
+    probs = torch.softmax(logits[0, 5:8], -1)
+    assert probs[[0, 1, 2], ids[0, 6:9]].tolist() == pytest.approx([0.462, 0.477, 0.313], abs=1e-12)
+    ref = F.cross_entropy(logits[0, 5:8], ids[0, 6:9]).item()
+    assert float(causal_lm_loss(logits, K.chat_labels(ids))) == pytest.approx(ref, abs=1e-12)
+    assert round(ref, 3) == 0.891
+    assert float(causal_lm_loss(logits, ids)) == pytest.approx((5 * math.log(len(K.VOCAB)) + 3 * ref) / 8, abs=1e-9)
+
+
+def test_plot_packing():
+    fig = K.plot_packing("eos", leak=0.5)
+    assert isinstance(fig, matplotlib.figure.Figure) and "0.500" in fig.axes[1].get_title()
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- checkers
+
+def test_check_mask_cross_document_targets(capsys):
+    def ref(labels, doc):
+        out = labels.clone()
+        out[:, 1:][doc[:, 1:] != doc[:, :-1]] = IGNORE_INDEX
+        return out
+
+    def wrong_direction(labels, doc):       # drops a_last -> EOS instead
+        out = labels.clone()
+        out[:, :-1][doc[:, 1:] != doc[:, :-1]] = IGNORE_INDEX
+        return out
+
+    def both(labels, doc):
+        return torch.minimum(ref(labels, doc), wrong_direction(labels, doc))
+
+    def in_place(labels, doc):
+        labels[:, 1:][doc[:, 1:] != doc[:, :-1]] = IGNORE_INDEX
+        return labels
+
+    assert K.check_mask_cross_document_targets(ref)
+    for fn in (wrong_direction, both, in_place, lambda lab, doc: lab.clone()):
+        assert not K.check_mask_cross_document_targets(fn)
+    capsys.readouterr()
+
+
+def test_check_document_causal_mask(capsys):
+    def ref(doc):
+        L = doc.shape[1]
+        return torch.ones(L, L, dtype=torch.bool).tril() & (doc[:, :, None] == doc[:, None, :])
+
+    wrong = [lambda d: (d[:, :, None] == d[:, None, :]),                                   # not causal
+             lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).tril().expand(d.shape[0], -1, -1),
+             lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).triu() & (d[:, :, None] == d[:, None, :])]
+    assert K.check_document_causal_mask(ref)
+    for fn in wrong:
+        assert not K.check_document_causal_mask(fn)
+    capsys.readouterr()
+
+
+def test_check_chat_labels(capsys):
+    def keeps_assistant(ids):
+        seen = (ids == K.ASSISTANT).long().cumsum(1)
+        return torch.where((seen == 0) | (ids == K.PAD), IGNORE_INDEX, ids)
+
+    def scores_padding(ids):
+        lab = naive_chat_labels(ids)
+        return torch.where(ids == K.PAD, ids, lab)
+
+    def masks_answer(ids):
+        seen = (ids == K.ASSISTANT).long().cumsum(1)
+        return torch.where(seen > 0, IGNORE_INDEX, ids)
+
+    assert K.check_chat_labels(naive_chat_labels)
+    for fn in (keeps_assistant, scores_padding, masks_answer):
+        assert not K.check_chat_labels(fn)
+    capsys.readouterr()
