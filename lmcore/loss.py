@@ -19,8 +19,9 @@ __all__ = ["causal_lm_loss", "chunked_causal_lm_loss"]
 _REDUCTIONS = ("mean", "sum", "none")
 # Below this many logits the chunked loss just takes the dense path (nothing to save).
 _DENSE_MAX_ELEMENTS = 1 << 22
-# Auto chunk size: rows per chunk so that one chunk of logits holds about this many elements.
-_CHUNK_ELEMENTS = 1 << 23
+# Auto chunk size: rows per chunk so that one chunk of logits holds about this many elements
+# (64 MiB in float32; larger chunks mean fewer passes over grad_w (V, D), smaller less memory).
+_CHUNK_ELEMENTS = 1 << 24
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -48,6 +49,13 @@ def _denominator(reduction: str, n_valid: int, num_items):
     return 1.0
 
 
+def _require_finite(name: str, x: torch.Tensor) -> None:
+    """One pass, no (N, L, V) temporary: NaN shows in both extremes, inf in one of them."""
+    if x.numel() and not bool(torch.isfinite(torch.stack(x.aminmax())).all()):
+        raise ValueError(f"{name} contain NaN or inf; the loss would be NaN. The model's forward "
+                         "pass diverged (check the learning rate, the init, or fp16 overflow).")
+
+
 def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
                    reduction: str = "mean", num_items=None) -> torch.Tensor:
     """Next-token cross-entropy of ``logits`` (N, L, V) against ``labels`` (N, L).
@@ -63,13 +71,12 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: 
     shift_logits, shift_labels = shift_for_next_token(logits, labels)
     V = logits.shape[-1]
     require_labels_in_range("labels", shift_labels, V, ignore_index)
-    if not bool(torch.isfinite(shift_logits).all()):
-        raise ValueError("logits contain NaN or inf; the loss would be NaN. The model's forward "
-                         "pass diverged (check the learning rate, the init, or fp16 overflow).")
+    _require_finite("logits", shift_logits)
     valid = shift_labels != ignore_index
     denom = _denominator(reduction, int(valid.sum()), num_items)
     nll = F.cross_entropy(shift_logits.reshape(-1, V).to(_compute_dtype(logits.dtype)),
-                          shift_labels.reshape(-1), ignore_index=ignore_index, reduction="none")
+                          shift_labels.reshape(-1).long(), ignore_index=ignore_index,
+                          reduction="none")
     nll = nll.view(shift_labels.shape)
     if reduction == "none":
         return nll
@@ -79,40 +86,55 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: 
 class _ChunkedLinearCE(torch.autograd.Function):
     """Summed cross-entropy of ``h @ w.T`` with its gradient computed chunk by chunk in forward.
 
-    h (T, D), w (V, D), y (T,). Each chunk of rows forms its (C, V) logits, the NLL, and
-    ``scale * (softmax - onehot)``, then folds that into grad_h (T, D) and grad_w (V, D) and
-    throws the chunk away. Backward only multiplies the stored gradients by grad_output.
+    h (T, D), w (V, D), y (T,). Only the valid rows (y != ignore_index) are computed: ignored
+    targets contribute neither loss nor gradient. Each chunk of rows forms its (C, V) logits,
+    turns them in place into ``scale * (softmax - onehot)``, folds that into grad_h (T, D) and
+    grad_w (V, D), and is thrown away. Backward only multiplies the stored gradients by
+    grad_output.
     """
 
     @staticmethod
     def forward(ctx, h, w, y, chunk_size, ignore_index, scale, need_grad):
         dt = _compute_dtype(h.dtype)
-        w32 = w.to(dt)
+        need_h = need_grad and ctx.needs_input_grad[0]
+        need_w = need_grad and ctx.needs_input_grad[1]
+        idx = (y != ignore_index).nonzero().squeeze(1)
+        hv, yv = h.index_select(0, idx), y.index_select(0, idx)     # (T_valid, D), (T_valid,)
+        wc = w.to(dt)
         total = torch.zeros((), dtype=dt, device=h.device)
-        grad_h = torch.zeros_like(h, dtype=dt) if need_grad else None
-        grad_w = torch.zeros_like(w32) if need_grad else None
-        for start in range(0, h.shape[0], chunk_size):
-            hc, yc = h[start:start + chunk_size].to(dt), y[start:start + chunk_size]
-            valid = yc != ignore_index
-            safe_y = torch.where(valid, yc, 0)
-            z = hc @ w32.T                                       # (C, V)
-            lse = torch.logsumexp(z, dim=-1)
-            nll = lse - z.gather(1, safe_y[:, None]).squeeze(1)
-            total += nll[valid].sum()
-            if need_grad:
-                z.sub_(lse[:, None]).exp_()                      # softmax, in place
-                z[torch.arange(z.shape[0], device=z.device), safe_y] -= 1.0
-                z.mul_((valid.to(dt) * scale)[:, None])          # 0 at ignored targets
-                grad_h[start:start + chunk_size] = z @ w32
-                grad_w.addmm_(z.T, hc)
-        if need_grad:
-            ctx.save_for_backward(grad_h.to(h.dtype), grad_w.to(w.dtype))
+        grad_hv = torch.empty_like(hv, dtype=dt) if need_h else None
+        grad_w = torch.zeros_like(wc) if need_w else None
+        for start in range(0, hv.shape[0], chunk_size):
+            hc, yc = hv[start:start + chunk_size].to(dt), yv[start:start + chunk_size, None]
+            z = hc @ wc.T                                        # (C, V) logits
+            z_y = z.gather(1, yc)                                # (C, 1) target logits
+            m = z.amax(dim=1, keepdim=True)
+            z.sub_(m).exp_()
+            s = z.sum(dim=1, keepdim=True)
+            total += (s.log() + m - z_y).sum()                   # logsumexp - z_y
+            if need_h or need_w:
+                z.mul_(scale / s)                                # scale * softmax, in place
+                z.scatter_add_(1, yc, torch.full_like(z_y, -scale))  # - scale * onehot
+                if need_h:
+                    torch.matmul(z, wc, out=grad_hv[start:start + chunk_size])
+                if need_w:
+                    grad_w.addmm_(z.T, hc)
+        grad_h = None
+        if need_h:
+            grad_h = torch.zeros(h.shape, dtype=h.dtype, device=h.device)
+            grad_h.index_copy_(0, idx, grad_hv.to(h.dtype))
+        if need_w:
+            grad_w = grad_w.to(w.dtype)
+        ctx.save_for_backward(grad_h, grad_w)
         return total * scale
 
     @staticmethod
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out, grad_w * grad_out, None, None, None, None, None
+        if not bool(grad_out == 1):                              # usually loss.backward(): 1
+            grad_h = None if grad_h is None else grad_h * grad_out
+            grad_w = None if grad_w is None else grad_w * grad_out
+        return grad_h, grad_w, None, None, None, None, None
 
 
 def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, *,
@@ -122,9 +144,10 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
 
     ``hidden`` (N, L, D) are the final hidden states, ``weight`` (V, D) the output projection
     (the tied embedding), ``labels`` (N, L) as for :func:`causal_lm_loss`. Rows are processed
-    ``chunk_size`` at a time (default: about 8M logits per chunk); the gradients of ``hidden``
-    and ``weight`` are computed in the same pass. Small problems, and ``reduction="none"``,
-    take the dense path.
+    ``chunk_size`` rows at a time (default: about 16M logits, 64 MiB in float32, per chunk);
+    the gradients of ``hidden`` and ``weight`` are computed in the same pass, so backward only
+    scales them. Ignored targets are skipped. Small problems (at most ~4M logits) and
+    ``reduction="none"`` take the dense path.
     """
     require_tensor("hidden", hidden, 3, "(N, L, D)")
     require_float("hidden", hidden)
@@ -140,17 +163,28 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
     if tuple(labels.shape) != (N, L):
         raise ValueError(f"labels must have shape (N, L) = {(N, L)} to match hidden; got "
                          f"{tuple(labels.shape)}.")
+    if weight.dtype != hidden.dtype:
+        raise TypeError(f"weight must have hidden's dtype {hidden.dtype}; got {weight.dtype}. "
+                        "Cast one of them (e.g. under torch.autocast both come out alike).")
     if chunk_size is not None:
         require_positive_int("chunk_size", chunk_size)
-    if reduction == "none" or N * (L - 1) * V <= _DENSE_MAX_ELEMENTS:
+    if reduction == "none":
         return causal_lm_loss(hidden @ weight.T, labels, ignore_index=ignore_index,
                               reduction=reduction, num_items=num_items)
     if L < 2:
         raise ValueError(f"a sequence needs L >= 2 tokens to give a next-token target; got L = {L}.")
-    y = labels[:, 1:].reshape(-1)
-    require_labels_in_range("labels", y[None], V, ignore_index)
+    require_labels_in_range("labels", labels[:, 1:], V, ignore_index)
+    # Targets aligned with hidden's rows: position t predicts labels[t + 1]; the last has none.
+    last = torch.full((N, 1), ignore_index, dtype=torch.long, device=labels.device)
+    y = torch.cat([labels[:, 1:].long(), last], dim=1).reshape(-1)           # (N * L,)
     denom = _denominator(reduction, int((y != ignore_index).sum()), num_items)
-    h = hidden[:, :-1].reshape(-1, D)
+    h = hidden.reshape(N * L, D)
+    if N * (L - 1) * V <= _DENSE_MAX_ELEMENTS:         # small: plain logits, nothing to save
+        logits = h @ weight.T                                                 # (N * L, V)
+        _require_finite("hidden @ weight.T", logits.view(N, L, V)[:, :-1])
+        nll = F.cross_entropy(logits.to(_compute_dtype(logits.dtype)), y, ignore_index=ignore_index,
+                              reduction="sum")
+        return nll / denom
     rows = chunk_size or max(1, _CHUNK_ELEMENTS // V)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss = _ChunkedLinearCE.apply(h, weight, y, rows, ignore_index, 1.0 / denom, need_grad)

@@ -7,6 +7,7 @@ where ``IGNORE_INDEX`` (-100) marks a target that must not be scored.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, fields
 from typing import Sequence
 
@@ -113,6 +114,11 @@ def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_i
     block_size = require_positive_int("block_size", block_size)
     if block_size < 2:
         raise ValueError(f"block_size must be at least 2 to hold a next-token target; got {block_size}.")
+    for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int token id; got {value!r}.")
+        if value < 0:
+            raise ValueError(f"{name} must be a non-negative token id; got {value}.")
     if eos_id == pad_id:
         raise ValueError(f"pad_id must differ from eos_id (both are {eos_id}): if padding looks "
                          "like EOS, the model cannot learn when to stop. Use a dedicated PAD id.")
@@ -124,9 +130,11 @@ def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_i
         tokens = doc.tolist() if isinstance(doc, torch.Tensor) else list(doc)
         if not tokens:
             raise ValueError(f"documents[{k}] is empty; drop empty documents before packing.")
-        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
+                   for t in tokens):
             raise TypeError(f"documents[{k}] must hold non-negative int token ids; got "
                             f"{tokens[:8]}{'...' if len(tokens) > 8 else ''}.")
+        tokens = [int(t) for t in tokens]
         ids += tokens + [eos_id]
         docs += [k] * (len(tokens) + 1)
     n_rows = -(-len(ids) // block_size)
