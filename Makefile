@@ -27,5 +27,14 @@ NB ?= *
 notebooks: $(STAMP)
 	$(BIN)/python -m lmcore.course.nbtools notebooks/$(NB).ipynb
 
+# Regenerate every PNG in figures/ from the notebooks' own plotting functions (~1-2 min on 2 cores).
+figures: $(STAMP)
+	$(BIN)/python -m lmcore.course.figures figures
+
+# Performance comparisons, run by hand; results are recorded in the README.
+benchmarks: $(STAMP)
+	$(BIN)/python benchmarks/loss_memory.py
+	$(BIN)/python benchmarks/train_throughput.py
+
 clean:
 	rm -rf $(VENV) student .pytest_cache

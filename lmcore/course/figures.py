@@ -1,0 +1,89 @@
+"""Regenerate every picture in ``figures/`` from the same plotting functions the notebooks call.
+
+Usage: ``python -m lmcore.course.figures [OUT_DIR] [--quick]`` (``make figures``). ``--quick``
+trains the loss-curve figures for a few seconds instead of the full CPU run (for tests).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["FIGURES", "build_figures"]
+
+
+def _label_shift(quick):
+    from .sequence import plot_label_shift
+    return plot_label_shift()
+
+
+def _softmax_nll(quick):
+    from .softmax_nll import plot_softmax_state
+    return plot_softmax_state()
+
+
+def _anchor(quick):
+    from .anchor import plot_first_loss
+    return plot_first_loss()
+
+
+def _padding(quick):
+    from .padding import plot_padding_masks
+    return plot_padding_masks()
+
+
+def _packing(quick):
+    from .packing import plot_packing
+    return plot_packing("block_diagonal")
+
+
+def _training(quick):
+    from ..presets import preset
+    from ..train import train
+    from .training import plot_loss_curves
+
+    cfg = preset("smoke" if quick else "cpu", progress=False)
+    result = train(cfg)
+    corpus = result.corpus
+    return plot_loss_curves(result.history, math.log(corpus.vocab_size), corpus.unigram_entropy,
+                            title=f"Training on the Python docs ({'smoke' if quick else 'cpu'} preset)")
+
+
+# name -> builder(quick) -> matplotlib Figure; each is the notebooks' own plotting function.
+FIGURES = {
+    "label_shift": _label_shift,
+    "softmax_nll": _softmax_nll,
+    "initial_loss_anchor": _anchor,
+    "padding_masks": _padding,
+    "packing_block_diagonal": _packing,
+    "training_loss_curve": _training,
+}
+
+
+def build_figures(out_dir="figures", *, quick: bool = False, names=None) -> list[Path]:
+    """Write ``<name>.png`` for every figure (or those in ``names``) to ``out_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names or FIGURES:
+        if name not in FIGURES:
+            raise ValueError(f"unknown figure {name!r}; choose from {sorted(FIGURES)}.")
+        t0 = time.perf_counter()
+        fig = FIGURES[name](quick)
+        path = out / f"{name}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+        print(f"wrote {path} ({time.perf_counter() - t0:.1f} s)")
+    return written
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    build_figures(args[0] if args else "figures", quick="--quick" in sys.argv)

@@ -1,0 +1,15 @@
+"""`make figures`: every figure builds from the notebooks' plotting functions into a real PNG."""
+import matplotlib.image as mpimg
+import numpy as np
+
+from lmcore.course.figures import FIGURES, build_figures
+
+
+def test_every_figure_is_a_real_image(tmp_path):
+    paths = build_figures(tmp_path, quick=True)
+    assert sorted(p.stem for p in paths) == sorted(FIGURES)
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+        img = mpimg.imread(path)
+        assert img.shape[0] >= 200 and img.shape[1] >= 400, (path, img.shape)
+        assert np.ptp(img[..., :3]) > 0.5, f"{path} is blank"          # not a flat image
