@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-__all__ = ["TrainConfig", "PRESETS", "preset", "pick_device", "autocast_for"]
+__all__ = ["TrainConfig", "PRESETS", "preset", "pick_device", "autocast_for", "cpu_threads"]
 
 
 @dataclass
@@ -81,3 +81,19 @@ def autocast_for(device: torch.device, dtype: str):
     if use_bf16:
         return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext
+
+
+@contextlib.contextmanager
+def cpu_threads(n: int | None = 1):
+    """Use ``n`` CPU threads inside the block (None: leave torch's setting alone).
+
+    Tiny models run as fast or faster on one thread, and one thread gives the same numbers on
+    every machine, which is what the notebooks print.
+    """
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)

@@ -10,14 +10,6 @@ from lmcore.model import GPT, GPTConfig
 from lmcore.shift import pack_documents
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine run far faster on one thread."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def make(seed=0, **kw):
     torch.manual_seed(seed)

@@ -9,13 +9,6 @@ from lmcore.model import GPT, GPTConfig
 from lmcore.sample import filter_logits, generate, next_token_distribution
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def naive_top_p(probs, p):
     """Indices kept by nucleus sampling, by a plain loop over the sorted probabilities."""

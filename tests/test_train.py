@@ -14,13 +14,6 @@ from lmcore.optim import configure_optimizer, lr_at
 from lmcore.train import accumulate_gradients, evaluate, main, preset, train
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 @pytest.fixture(scope="module")
 def chat():

@@ -13,7 +13,7 @@ from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..perplexity import nats_to_bits
 from .checks import Case, check
-from .sequence import single_thread
+from ..presets import cpu_threads
 from .style import COLORS, new_figure
 
 __all__ = ["SEED_VOCABS", "anchor_table", "first_loss", "iid_logit_loss", "predict_first_loss",
@@ -53,7 +53,7 @@ def first_loss(vocab_size: int, *, init_std: float = 0.02, n_embd: int = 16, n_l
                           n_embd=n_embd, init_std=init_std))
     n_types = vocab_size if data_vocab_size is None else min(data_vocab_size, vocab_size)
     ids = torch.randint(n_types, (batch, length), generator=torch.Generator().manual_seed(seed))
-    with single_thread():
+    with cpu_threads(1):
         logits = model(ids)                                                 # (N, L, V)
     sigma = float(logits.double().std())
     return {"V": vocab_size, "init_std": init_std, "loss": float(causal_lm_loss(logits, ids)),
@@ -130,7 +130,7 @@ def pipeline_run(get_batch, *, vocab_size: int = 65, steps: int = 20, block_size
                           n_embd=32))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
     losses = []
-    with single_thread():
+    with cpu_threads(1):
         for _ in range(steps):
             starts = torch.randint(len(data) - block_size - 1, (batch,), generator=g).tolist()
             x, y = get_batch(data, starts, block_size)

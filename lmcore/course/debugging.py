@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,25 +18,16 @@ import torch.nn.functional as F
 from ..diagnose import run_checks, token_weights
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
+from ..presets import cpu_threads
 from ..shift import IGNORE_INDEX, labels_from_attention_mask, pack_documents
 
 __all__ = ["PAD", "EOS", "V", "L", "STEPS", "ROWS", "Pipeline", "PIPELINES", "documents", "padded_batch",
            "entropy_floor", "tiny_gpt", "noncausal_forward", "build", "train_pipeline", "loss_verdict",
            "diagnose_pipeline", "weights_by_row", "measure_leak", "eos_targets", "p_stop",
-           "one_thread", "loss_correct"]
+           "loss_correct"]
 
 PAD, EOS, V, L, STEPS, ROWS = 0, 1, 16, 16, 60, 16
 
-
-@contextmanager
-def one_thread():
-    """Run tiny-model work on one thread: faster on a busy CPU, and the same on every machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def documents(n: int, seed: int) -> list:
@@ -188,7 +178,7 @@ def _honest_loss(forward, ids, mask) -> float:
 def train_pipeline(key: str, steps: int = STEPS, lr: float = 1e-2, seed: int = 0):
     """Train pipeline ``key``: ``(model, losses, honest)`` where ``losses`` is what the pipeline
     reports at each step and ``honest`` is [(step, next-token loss on held-out documents)]."""
-    with one_thread():
+    with cpu_threads(1):
         return _train(PIPELINES[key], steps, lr, seed)
 
 
@@ -224,7 +214,7 @@ def loss_verdict(key: str) -> str:
 def diagnose_pipeline(key: str, seed: int = 0):
     """``run_checks`` on a freshly initialised pipeline (checks belong before training)."""
     _, forward, loss_fn = build(key, seed)
-    with one_thread():
+    with cpu_threads(1):
         return run_checks(forward, loss_fn, vocab_size=V, seq_len=L,
                           pad_id=EOS if PIPELINES[key].batch == "eos_pad" else PAD)
 

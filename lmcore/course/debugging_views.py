@@ -10,10 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from ..diagnose import CHECK_NAMES, run_checks
+from ..presets import cpu_threads
 from ..shift import IGNORE_INDEX
 from .checks import Case, check, check_choices
 from .debugging import (L, PIPELINES, ROWS, V, diagnose_pipeline, documents, entropy_floor,
-                        loss_correct, loss_verdict, one_thread, tiny_gpt, train_pipeline)
+                        loss_correct, loss_verdict, tiny_gpt, train_pipeline)
 from .style import COLORS, new_figure
 
 __all__ = ["plot_pipeline", "plot_signatures", "pipeline_explorer", "BUG_CHOICES",
@@ -124,7 +125,7 @@ def check_mystery(answers_fn) -> bool:
     """Grade ``answers_fn() -> {letter: pipeline key}`` for the five mystery pipelines."""
     hints = {}
     for letter, (forward, loss_fn) in mystery_pipelines().items():
-        with one_thread():
+        with cpu_threads(1):
             failed = run_checks(forward, loss_fn, vocab_size=V, seq_len=L).failed
         hints[letter] = (f"it fails {', '.join(failed)}" if failed else "it passes every check") + \
             "; find the pipeline with the same signature in the table above."
@@ -152,7 +153,7 @@ def check_loss_fn(fn) -> bool:
                     "pass raw logits, and average over valid targets only.")
     if ok:
         model = tiny_gpt(0)
-        with one_thread():
+        with cpu_threads(1):
             report = run_checks(lambda ids, mask: model(ids), fn, vocab_size=V, seq_len=L)
         print(f"{'✓' if report.passed else '✗'} run_checks on your loss: {str(report).splitlines()[0]}")
         ok = report.passed

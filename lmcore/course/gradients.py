@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import handcalc
 from .checks import FAIL, Case, check
-from .softmax_nll import live_figure
+from .softmax_nll import live_figure, random_logit_cases
 from .style import COLORS, new_figure
 
 __all__ = ["numerical_grad", "gradient_state", "plot_gradient_state", "gradient_explorer",
@@ -113,12 +113,7 @@ def _logit_cases(seed: int) -> list[Case]:
              Case((np.array([-1000.0, 0.0, 1000.0]), 0), label="z=[-1000, 0, 1000], y=0"),
              Case((np.array([0.0, 8.0, 0.0]), 1), label="z=[0, 8, 0], y=1 (confident, right)"),
              Case((np.array([0.0, 0.0, 0.0, 0.0]), 2), label="z=[0, 0, 0, 0], y=2")]
-    rng = np.random.default_rng(seed)
-    for scale in (1.0, 5.0, 300.0):
-        for _ in range(3):
-            V = int(rng.integers(2, 8))
-            cases.append(Case((rng.normal(0.0, scale, size=V), int(rng.integers(V)))))
-    return cases
+    return cases + random_logit_cases(seed)
 
 
 def check_ce_grad(fn, *, quiet: bool = False) -> bool:

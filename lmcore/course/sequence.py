@@ -7,7 +7,6 @@ runs a GPT's own blocks with the causal mask switched off, to show what the mask
 """
 from __future__ import annotations
 
-import contextlib
 import re
 
 import torch
@@ -15,12 +14,12 @@ import torch.nn.functional as F
 
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
+from ..presets import cpu_threads
 from ..shift import IGNORE_INDEX, labels_from_attention_mask, shift_for_next_token
 from .checks import Case, check
 from .style import COLORS, new_figure
 
-__all__ = ["WORDS", "WORD_CORPUS", "words", "encode", "context_target_table", "single_thread",
-           "forward_logits", "prefix_logits", "train_tiny_lm", "next_token_loss",
+__all__ = ["WORDS", "WORD_CORPUS", "words", "encode", "context_target_table", "forward_logits", "prefix_logits", "train_tiny_lm", "next_token_loss",
            "train_word_model", "position_table", "format_position_table",
            "supervision_density", "plot_label_shift", "check_shift", "check_causal_lm_loss"]
 
@@ -53,16 +52,6 @@ def context_target_table(tokens) -> list[tuple[str, str]]:
     tokens = list(tokens)
     return [(" ".join(tokens[: t + 1]), tokens[t + 1]) for t in range(len(tokens) - 1)]
 
-
-@contextlib.contextmanager
-def single_thread():
-    """Run tiny models on one thread: as fast here, and the same numbers on every machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def forward_logits(model: GPT, input_ids: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
@@ -104,7 +93,7 @@ def train_tiny_lm(*, shift: bool = True, causal: bool = True, vocab_size: int = 
                           n_embd=32))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     losses = []
-    with single_thread():
+    with cpu_threads(1):
         for _ in range(steps):
             ids = torch.randint(vocab_size, (batch, length), generator=gen)
             loss = next_token_loss(forward_logits(model, ids, causal=causal), ids, shift=shift)
@@ -126,7 +115,7 @@ def train_word_model(steps: int = 150, seed: int = 0) -> GPT:
     torch.manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=len(WORDS), block_size=32, n_layer=1, n_head=2, n_embd=32))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    with single_thread():
+    with cpu_threads(1):
         for _ in range(steps):
             loss = causal_lm_loss(model(ids), labels)
             opt.zero_grad()
@@ -146,7 +135,7 @@ def position_table(model: GPT, sentence: str, *, shift: bool = True) -> list[dic
     if ids.shape[1] > model.config.block_size:
         raise ValueError(f"sentence has {ids.shape[1]} tokens with <bos>; the model reads at "
                          f"most {model.config.block_size}.")
-    with single_thread():
+    with cpu_threads(1):
         logp = torch.log_softmax(model(ids).double(), dim=-1)[0]   # (L, V)
     toks = [WORDS[i] for i in ids[0].tolist()]
     rows = []

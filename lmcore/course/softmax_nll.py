@@ -14,7 +14,7 @@ from ..perplexity import nats_to_bits
 from .checks import Case, check
 from .style import COLORS, new_figure
 
-__all__ = ["fmt", "softmax_state", "double_softmax", "plot_softmax_state", "plot_nll_curve",
+__all__ = ["random_logit_cases", "fmt", "softmax_state", "double_softmax", "plot_softmax_state", "plot_nll_curve",
            "plot_double_softmax", "live_figure", "softmax_explorer", "check_stable_softmax",
            "check_nll_from_logits"]
 
@@ -184,18 +184,23 @@ def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
                  atol=1e-9, rtol=1e-6, quiet=quiet)
 
 
+def random_logit_cases(seed: int) -> list[Case]:
+    """Seeded random (z, y) cases: V in [2, 8), logits of scale 1, 5 and 300."""
+    rng, cases = np.random.default_rng(seed), []
+    for scale in (1.0, 5.0, 300.0):
+        for _ in range(3):
+            V = int(rng.integers(2, 8))
+            cases.append(Case((rng.normal(0.0, scale, size=V), int(rng.integers(V)))))
+    return cases
+
+
 def _nll_cases(seed: int = 1) -> list[Case]:
     cases = [Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
              Case((np.array([1000.0, 0.0]), 1), label="z=[1000, 0], y=1 (p_y underflows to 0)"),
              Case((np.array([1000.0, 999.0, 998.0]), 0), label="z=[1000, 999, 998], y=0"),
              Case((np.array([-1000.0, -1000.0, -1000.0]), 2), label="z=[-1000]*3, y=2"),
              Case((np.array([0.0, 0.0, 0.0, 0.0]), 3), label="z=[0, 0, 0, 0], y=3")]
-    rng = np.random.default_rng(seed)
-    for scale in (1.0, 5.0, 300.0):
-        for _ in range(3):
-            V = int(rng.integers(2, 8))
-            cases.append(Case((rng.normal(0.0, scale, size=V), int(rng.integers(V)))))
-    return cases
+    return cases + random_logit_cases(seed)
 
 
 def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
