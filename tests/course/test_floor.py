@@ -1,0 +1,197 @@
+"""Notebook 09's support code: entropy/KL, the exact per-token floor, the per-target table,
+plots, the widget and the checkers.
+
+References are independent: torch.distributions, a per-turn forward pass with F.cross_entropy
+in float64, hand-labelled token slots, lmcore.data's closed-form entropy.
+"""
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lmcore.course import floor as FL  # noqa: E402
+from lmcore.course import floor_views as FV  # noqa: E402
+from lmcore.data import ChatTokenizer, chat_arithmetic_entropy, load_corpus  # noqa: E402
+from lmcore.model import GPT, GPTConfig  # noqa: E402
+
+TOK = ChatTokenizer()
+DISTS = [[0.5, 0.25, 0.125, 0.125], [0.7, 0.0, 0.3], [1.0, 0.0], [0.1] * 10]
+
+
+@pytest.mark.parametrize("p", DISTS)
+def test_entropy_and_kl_against_torch_distributions(p):
+    q = np.linspace(1.0, 2.0, len(p))
+    q /= q.sum()
+    P, Q = (torch.distributions.Categorical(probs=torch.tensor(x, dtype=torch.float64)) for x in (p, q))
+    assert FL.entropy(p) == pytest.approx(float(P.entropy()), abs=1e-12)
+    assert FL.kl_divergence(p, q) == pytest.approx(float(torch.distributions.kl_divergence(P, Q)), abs=1e-12)
+    assert FL.cross_entropy(p, q) == pytest.approx(FL.entropy(p) + FL.kl_divergence(p, q), abs=1e-12)
+    assert FL.kl_divergence(p, p) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_kl_is_infinite_where_the_model_rules_out_data():
+    assert FL.kl_divergence([0.5, 0.5], [1.0, 0.0]) == math.inf
+    assert FL.cross_entropy([0.5, 0.5], [1.0, 0.0]) == math.inf
+
+
+@pytest.mark.parametrize("bad", [[0.5, 0.6], [-0.1, 1.1], [[0.5, 0.5]], [], [float("nan"), 1.0]])
+def test_bad_distributions_are_rejected(bad):
+    with pytest.raises(ValueError, match="probability vector"):
+        FL.entropy(bad)
+
+
+def test_kl_length_mismatch():
+    with pytest.raises(ValueError, match="same length"):
+        FL.kl_divergence([0.5, 0.5], [0.2, 0.3, 0.5])
+
+
+def test_token_slots_hand_labelled():
+    ids = TOK.encode("<user> 12 - 30 = <assistant> -18 .") + [TOK.eos_id] + TOK.encode("<user> 2 * 3 = <assistant> 6 .")
+    expected = ["<user>", "a", "a", "op", "b", "b", "=", "<assistant>", "c", "c", "c", ".", "EOS",
+                "<user>", "a", "op", "b", "=", "<assistant>", "c", "."]
+    assert FL.token_slots(ids) == expected
+    assert FL.token_slots(torch.tensor(ids + [TOK.pad_id]))[-1] == "PAD"
+
+
+@pytest.mark.parametrize("low, high, ops", [(0, 9, ("+",)), (0, 12, ("+", "-", "*")), (3, 20, ("-",))])
+def test_exact_slot_entropy_adds_up_to_the_closed_form(low, high, ops):
+    e = FL.exact_slot_entropy(low, high, ops)
+    targets, nats = sum(n for n, _ in e.values()), sum(h for _, h in e.values())
+    assert nats == pytest.approx(chat_arithmetic_entropy(low=low, high=high, ops=ops, per="document"), rel=1e-12)
+    assert nats / targets == pytest.approx(chat_arithmetic_entropy(low=low, high=high, ops=ops), rel=1e-12)
+    for slot in ("<assistant>", "c", ".", "EOS"):       # determined by the prompt
+        assert e[slot][1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_single_digit_operands_carry_ln10_each():
+    e = FL.exact_slot_entropy()
+    assert e["a"] == pytest.approx((1.0, math.log(10))) and e["b"] == pytest.approx((1.0, math.log(10)))
+    assert e["c"][0] == pytest.approx(1.45)
+    first = FL.oracle_probs()[(TOK.stoi["<user>"],)]
+    assert sorted(first) == [TOK.stoi[str(d)] for d in range(10)]
+    assert all(v == pytest.approx(0.1) for v in first.values())
+    assert all(sum(d.values()) == pytest.approx(1.0) for d in FL.oracle_probs().values())
+
+
+def test_per_target_nll_matches_turn_by_turn_forward():
+    torch.manual_seed(0)
+    corpus = load_corpus("chat-arithmetic", n_documents=60, seed=2)
+    model = GPT(GPTConfig(vocab_size=TOK.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16)).double()
+    table = FL.per_target_nll(model, corpus)
+    mine, slots = [], []
+    with torch.no_grad():
+        for doc in corpus.val:                           # each turn alone, no packing
+            ids = torch.tensor([doc + [TOK.eos_id]])
+            logits = model(ids)[0, :-1].double()
+            mine += F.cross_entropy(logits, ids[0, 1:], reduction="none").tolist()
+            slots += FL.token_slots(ids[0])[1:]
+    assert np.allclose(table["model"], mine, atol=1e-10)
+    assert list(table["slot"]) == slots
+    digits = np.isin(table["slot"], ["a", "b"])
+    assert np.allclose(table["oracle"][digits], math.log(10)) and np.allclose(table["oracle"][~digits], 0)
+
+
+def test_slot_breakdown_by_hand():
+    table = {"slot": np.array(["a", "b", "c", "=", "a"]), "model": np.array([2.0, 3.0, 0.5, 0.1, 4.0]),
+             "oracle": np.zeros(5)}
+    rows = {r[0]: r[1:] for r in FL.slot_breakdown(table)}
+    assert rows["a"][:2] == pytest.approx((0.4, 3.0)) and rows["a"][2] == pytest.approx(math.log(10))
+    assert set(rows) == {"a", "b", "=", "c"}
+    roles = {r[0]: r[1:] for r in FL.slot_breakdown(table, by="role")}
+    assert roles["prompt digits"][:2] == pytest.approx((0.6, 3.0))
+    assert roles["formatting"][:3] == pytest.approx((0.2, 0.1, 0.0))
+    with pytest.raises(ValueError, match="by"):
+        FL.slot_breakdown(table, by="token")
+
+
+def test_train_floor_run_is_short_float64_and_scored_against_the_floor():
+    r = FL.train_floor_run(n_documents=200, max_steps=3, eval_interval=3)
+    assert next(r.model.parameters()).dtype == torch.float64
+    assert [h["step"] for h in r.history] == [0, 3]
+    assert r.history[0]["val_loss"] == pytest.approx(math.log(TOK.vocab_size), abs=0.15)
+    assert FL.floor_config().max_steps == 300 and FL.floor_config(max_steps=5).max_steps == 5
+
+
+HISTORY = [{"step": s, "train_loss": v + 0.05, "val_loss": v} for s, v in ((0, 2.9), (10, 1.0), (20, 0.6))]
+
+
+def test_plots_return_figures():
+    for fig, n_axes in ((FV.plot_loss_floor(HISTORY, 0.545, ln_v=2.94), 1),
+                        (FV.plot_slot_breakdown([("a", 0.2, 2.31, 2.30), ("c", 0.2, 0.02, 0.0)]), 1),
+                        (FV.plot_floor_explorer(9, "+", history=HISTORY), 2)):
+        assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == n_axes
+        assert all(ax.get_title() for ax in fig.axes)
+        plt.close(fig)
+
+
+def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
+    calls = []
+
+    class Fake:
+        history = HISTORY
+
+    monkeypatch.setattr(FV, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
+    monkeypatch.setattr(FV, "_CURVES", {})
+    box = FV.floor_explorer(HISTORY)
+    assert calls == [] and box.children            # the initial state trains nothing
+    FV.short_curve(4, "+-*", steps=20)
+    FV.short_curve(4, "+-*", steps=20)
+    assert len(calls) == 1 and calls[0]["high"] == 4 and calls[0]["ops"] == ("+", "-", "*")
+    plt.close("all")
+
+
+# ---------------------------------------------------------------- checkers
+
+def _entropy_ref(p):
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda p: float(-(p[p > 0] * np.log2(p[p > 0])).sum()),          # bits, not nats
+    lambda p: float(-(p * np.log(p)).sum()),                        # 0 ln 0 -> nan
+    lambda p: float((p[p > 0] * np.log(p[p > 0])).sum()),            # sign
+])
+def test_check_entropy(wrong, capsys):
+    assert FL.check_entropy(_entropy_ref, quiet=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert not FL.check_entropy(wrong, quiet=True)
+
+
+def _kl_ref(p, q):
+    k = p > 0
+    return float((p[k] * np.log(p[k] / q[k])).sum())
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"),    # KL(q || p), reversed
+    lambda p, q: _kl_ref(p, q) / math.log(2),                          # bits
+    lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),          # cross-entropy, not the gap
+])
+def test_check_kl_gap(wrong):
+    assert FL.check_kl_gap(_kl_ref, quiet=True)
+    assert not FL.check_kl_gap(wrong, quiet=True)
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda m, n, b: m / math.log(2),                 # bits per token
+    lambda m, n, b: m * n / b,                       # nats per byte
+    lambda m, n, b: m * b / (math.log(2) * n),       # ratio upside down
+])
+def test_check_bits_per_byte(wrong):
+    assert FL.check_bits_per_byte(lambda m, n, b: m * n / (b * math.log(2)), quiet=True)
+    assert not FL.check_bits_per_byte(wrong, quiet=True)
+
+
+def test_stub_reads_not_attempted(capsys):
+    def stub(*args):
+        raise NotImplementedError
+    for checker in (FL.check_entropy, FL.check_kl_gap, FL.check_bits_per_byte):
+        assert not checker(stub)
+    assert capsys.readouterr().out.count("not attempted yet") == 3
