@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test student notebooks figures benchmarks clean
+.PHONY: lab test test-browser student notebooks figures benchmarks clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,17 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+BROWSER_STAMP := $(VENV)/.browser-installed
+
+$(BROWSER_STAMP): $(STAMP) requirements-browser.txt
+	$(BIN)/python -m pip install -q -r requirements-browser.txt
+	touch $(BROWSER_STAMP)
+
+# Real-browser test of the widgets (headless Debian chromium + playwright); skips without
+# chromium. One notebook: make test-browser NB="03_*"
+test-browser: $(BROWSER_STAMP)
+	$(BIN)/python browser/run_browser_test.py "$(NB)"
 
 student: $(STAMP)
 	$(BIN)/python -m lmcore.course.student notebooks student

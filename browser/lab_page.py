@@ -1,0 +1,135 @@
+"""Driving one open notebook in JupyterLab: menus, kernel state, cell errors.
+
+Everything here goes through what a learner sees and uses: the menu bar, the cell prompts,
+the rendered outputs. The notebook widget (``window.jupyterapp``, exposed by the server flag
+``expose_app_in_browser``) is read only to know the kernel's status and each cell's tags.
+"""
+from __future__ import annotations
+
+import time
+
+__all__ = ["Deadline", "menu", "wait_kernel_ready", "run_all_and_wait", "cell_errors",
+           "TestFailure"]
+
+
+class TestFailure(Exception):
+    """A check on the page failed; the message says which and what was seen."""
+
+
+class Deadline:
+    """A per-notebook time budget shared by every wait."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def check(self, what: str) -> None:
+        if self.left() <= 0:
+            raise TestFailure(f"timed out {what}")
+
+
+_KERNEL_STATUS = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  if (!w || !w.sessionContext) return 'no-notebook';
+  return w.sessionContext.kernelDisplayStatus;
+}"""
+
+_PROMPTS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return w.content.widgets.map((c, i) => [i + 1, c.model.type,
+    (c.node.querySelector('.jp-InputPrompt') || {}).textContent || '',
+    c.model.sharedModel.getSource().trim().length > 0]).filter(r => r[1] === 'code');
+}"""
+
+# Per cell: its index, whether it is tagged raises-exception, and every error it shows:
+# error outputs in the model, and rendered stderr/error text containing a traceback
+# (which also catches a traceback printed inside a widget's Output area).
+_CELL_ERRORS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const found = [];
+  w.content.widgets.forEach((cell, i) => {
+    if (cell.model.type !== 'code') return;
+    const tags = cell.model.getMetadata('tags') || [];
+    const expected = tags.includes('raises-exception');
+    const msgs = [];
+    const outs = cell.model.outputs;
+    for (let k = 0; k < outs.length; k++) {
+      const o = outs.get(k).toJSON();
+      if (o.output_type === 'error') msgs.push(`${o.ename}: ${o.evalue}`);
+    }
+    cell.node.querySelectorAll(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+      .forEach(el => {
+        const t = el.textContent || '';
+        if (t.includes('Traceback')) {
+          const lines = t.trim().split('\\n').filter(l => l.trim());
+          msgs.push(lines[lines.length - 1].slice(0, 200));
+        }
+      });
+    cell.node.querySelectorAll('.jp-OutputArea-output').forEach(el => {
+      const t = el.textContent || '';
+      if (t.startsWith('Error displaying widget')) msgs.push(t.slice(0, 200));
+    });
+    if (msgs.length && !expected) found.push([i + 1, Array.from(new Set(msgs))]);
+  });
+  return found;
+}"""
+
+
+def menu(page, top: str, label: str) -> None:
+    """Click a menu bar entry, then the item with exactly this label (e.g. Run > Run All Cells)."""
+    page.click(f".lm-MenuBar-item:has(.lm-MenuBar-itemLabel:text-is('{top}'))")
+    page.click(f".lm-Menu-item:has(.lm-Menu-itemLabel:text-is('{label}'))")
+
+
+def kernel_status(page) -> str:
+    return page.evaluate(_KERNEL_STATUS)
+
+
+def _accept_dialog(page) -> None:
+    """A kernel-selection (or any) dialog blocks the notebook: take its default choice."""
+    button = page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept")
+    if button.count():
+        button.first.click()
+
+
+def wait_kernel_ready(page, deadline: Deadline) -> None:
+    """Wait for the notebook to be open and its kernel started and idle."""
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell",
+                           timeout=max(1.0, deadline.left()) * 1000)
+    while kernel_status(page) != "idle":
+        deadline.check(f"waiting for the kernel to start (status {kernel_status(page)!r})")
+        _accept_dialog(page)
+        time.sleep(0.25)
+
+
+def run_all_and_wait(page, deadline: Deadline, *, settle: float = 1.0) -> tuple:
+    """Clear all outputs, Run > Run All Cells, wait until the kernel is idle with no cell
+    queued or running. Returns ``(ran, unrun)``: how many code cells ran, and the numbers
+    (1-based, as in Lab's status bar) of non-empty code cells that never ran."""
+    menu(page, "Edit", "Clear Outputs of All Cells")
+    menu(page, "Run", "Run All Cells")
+    stable_since = None
+    while True:
+        deadline.check("running all cells")
+        prompts = page.evaluate(_PROMPTS)
+        busy = kernel_status(page) != "idle" or any("*" in p for _, _, p, _ in prompts)
+        if busy:
+            stable_since = None
+        elif stable_since is None:
+            stable_since = time.monotonic()
+        elif time.monotonic() - stable_since >= settle:
+            break
+        time.sleep(0.25)
+    ran = sum(1 for _, _, p, _ in prompts if any(ch.isdigit() for ch in p))
+    unrun = [i for i, _, p, nonempty in prompts
+             if nonempty and not any(ch.isdigit() for ch in p)]
+    return ran, unrun
+
+
+def cell_errors(page) -> list:
+    """``[(cell_number, [messages])]`` (1-based) for cells showing an error they are not
+    tagged to raise."""
+    return page.evaluate(_CELL_ERRORS)
