@@ -50,6 +50,16 @@ def _training(quick):
                             title=f"Training on the Python docs ({'smoke' if quick else 'cpu'} preset)")
 
 
+def _floor(quick):
+    from ..data import chat_arithmetic_entropy
+    from .floor import train_floor_run
+    from .floor_views import plot_loss_floor
+
+    result = train_floor_run(max_steps=40 if quick else 300)
+    return plot_loss_floor(result.history, chat_arithmetic_entropy(),
+                           ln_v=math.log(result.corpus.vocab_size))
+
+
 # name -> builder(quick) -> matplotlib Figure; each is the notebooks' own plotting function.
 FIGURES = {
     "label_shift": _label_shift,
@@ -58,6 +68,7 @@ FIGURES = {
     "padding_masks": _padding,
     "packing_block_diagonal": _packing,
     "training_loss_curve": _training,
+    "loss_floor": _floor,
 }
 
 

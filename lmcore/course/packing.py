@@ -126,7 +126,8 @@ def plot_packing(policy: str = "block_diagonal", documents=None, block_size: int
     draw_grid(ax, [in_col, [COLORS["pad"]] * L, tg_col],
               [[VOCAB[i] for i in ids], [str(q) for q in pos],
                [VOCAB[y] if y != IGNORE_INDEX else "-100" for y in lab[1:]] + ["—"]],
-              f"{POLICIES[policy]}: red = a target that crosses a boundary",
+              f"{POLICIES[policy]}: " + ("red = a target that crosses a boundary"
+                                         if COLORS["wrong"] in tg_col else "no scored target crosses a boundary"),
               row_names=["input", "position", "target"])
     ax.set_xlabel("position t (its target is token t+1)")
     ax2.imshow(p["attention"][0].numpy(), cmap="Blues", vmin=0, vmax=1.4)
