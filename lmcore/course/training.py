@@ -1,0 +1,250 @@
+"""Notebook 08 (the training run): AdamW by hand, the phases of a loss curve, the loss plot,
+exposure bias measured two ways, the sampling widget (its state: :func:`sampling_state`), and
+the exercise checkers.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import torch
+
+from ..loss import causal_lm_loss
+from ..perplexity import bits_per_byte
+from ..sample import filter_logits, generate, next_token_distribution
+from .checks import Case, check
+from .style import COLORS, new_figure
+
+__all__ = ["preset_for", "adamw_by_hand", "curve_phases", "plot_loss_curves", "show_char",
+           "single_mistake_effect", "own_text_entropy", "plot_mistake_effect", "sampling_state",
+           "plot_next_token_distribution", "sampling_explorer", "bits_per_char_reference",
+           "check_bits_per_char", "top_p_reference", "check_top_p"]
+
+
+def preset_for(device) -> str:
+    """The preset the notebook trains with: ``"gpu"`` on CUDA, ``"cpu"`` anywhere else."""
+    return "gpu" if torch.device(device).type == "cuda" else "cpu"
+
+
+@torch.no_grad()
+def adamw_by_hand(p, grad, *, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0, m=None, v=None,
+                  step=1):
+    """One AdamW update written out: ``(new_p, m, v)``. ``m`` (momentum) and ``v`` (squared-
+    gradient average) start at 0, ``step`` at 1. The step is ``lr * m_hat / (sqrt(v_hat) + eps)``;
+    the decay ``lr * weight_decay * p`` acts on the weight directly (decoupled)."""
+    b1, b2 = betas
+    m = (torch.zeros_like(p) if m is None else m) * b1 + (1 - b1) * grad
+    v = (torch.zeros_like(p) if v is None else v) * b2 + (1 - b2) * grad * grad
+    m_hat, v_hat = m / (1 - b1 ** step), v / (1 - b2 ** step)
+    new_p = p * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps)
+    return new_p, m, v
+
+
+def curve_phases(history, *, key: str = "val_loss") -> dict:
+    """Split a history (records with ``step`` and ``key``) into quarters of its steps: the
+    record nearest each quarter's end, the loss there, each quarter's drop and share of the
+    whole drop (a sharp early drop, a steady middle and a flat end give falling shares)."""
+    if len(history) < 5:
+        raise ValueError(f"history needs at least 5 records to split into quarters; got {len(history)}.")
+    steps = np.array([r["step"] for r in history], dtype=float)
+    loss = np.array([r[key] for r in history], dtype=float)
+    idx = [int(np.argmin(np.abs(steps - steps[0] - q * (steps[-1] - steps[0]) / 4))) for q in range(5)]
+    at = [float(loss[i]) for i in idx]
+    drops = [at[i] - at[i + 1] for i in range(4)]
+    total = at[0] - at[-1]
+    return {"steps": [int(steps[i]) for i in idx], "loss": at, "drops": drops,
+            "shares": [d / total if total else float("nan") for d in drops], "total_drop": total}
+
+
+def plot_loss_curves(history, ln_v: float | None = None, unigram_entropy: float | None = None,
+                     *, phases: dict | None = None,
+                     title: str = "Training on the Python docs, one character per token"):
+    """Train and validation loss against step, with ln V and the unigram entropy as lines and,
+    given :func:`curve_phases`'s result, the three phases shaded (quarter 1, 2-3, 4)."""
+    fig, ax = new_figure(width=7.0, height=4.0)
+    steps = [r["step"] for r in history]
+    ax.plot(steps[1:], [r["train_loss"] for r in history[1:]], color=COLORS["train"], marker=".",
+            label="train (mean over the last interval)")
+    ax.plot(steps, [r["val_loss"] for r in history], color=COLORS["val"], marker="o", ms=3,
+            label="validation")
+    if ln_v is not None:
+        ax.axhline(ln_v, ls="--", color=COLORS["anchor"], label=f"ln V = {ln_v:.2f} (uniform guess)")
+    if unigram_entropy is not None:
+        ax.axhline(unigram_entropy, ls=":", color=COLORS["floor"],
+                   label=f"unigram entropy = {unigram_entropy:.2f} (no context)")
+    s = (phases or {}).get("steps")
+    for k, (a, b, text) in enumerate(((0, 1, "1 sharp drop"), (1, 3, "2 steady descent"),
+                                      (3, 4, "3 flattening")) if s else ()):
+        ax.axvspan(s[a], s[b], color="gray", alpha=0.06 * (k % 2 + 1), lw=0)
+        ax.text((s[a] + s[b]) / 2, 0.56, text, transform=ax.get_xaxis_transform(), ha="center",
+                bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
+    ax.set(xlabel="optimiser step", ylabel="loss (nats per character)", title=title)
+    ax.legend(loc="upper right")
+    return fig
+
+
+def show_char(c: str) -> str:
+    """A printable label for one character: newline as ⏎, space as ␣, tab as ⇥."""
+    return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(c, c)
+
+
+@torch.no_grad()
+def single_mistake_effect(model, ids: torch.Tensor, position: int, *, seed: int = 0) -> np.ndarray:
+    """Extra loss (nats) on the *real* next characters after one wrong input character.
+
+    ``ids`` (N, L) are real windows; the token at ``position`` is replaced by a different,
+    random one in each row. Entry ``t`` of the result (length L-1) is the mean over rows of
+    loss(corrupted input) - loss(clean input) for the target at t+1; targets before the
+    mistake are unaffected (causal), the one right after it pays the most.
+    """
+    if ids.dim() != 2 or not 0 <= position < ids.shape[1] - 1:
+        raise ValueError(f"ids must be (N, L) and position in [0, L-1); got {tuple(ids.shape)}, {position}.")
+    V = model.config.vocab_size
+    g = torch.Generator().manual_seed(seed)
+    bad = ids.clone()
+    bad[:, position] = (ids[:, position] + torch.randint(1, V, (len(ids),), generator=g).to(ids.device)) % V
+    clean = causal_lm_loss(model(ids).float(), ids, reduction="none")        # (N, L-1)
+    hurt = causal_lm_loss(model(bad).float(), ids, reduction="none")        # same real targets
+    return (hurt - clean).mean(0).double().cpu().numpy()
+
+
+@torch.no_grad()
+def own_text_entropy(model, real_ids: torch.Tensor, *, n_new: int, temperature: float = 1.0,
+                     seed: int = 0) -> dict:
+    """The model's mean uncertainty (entropy of its next-token distribution, nats) reading real
+    text ``real_ids`` (N, L) vs its own text, written from the same prompts (the first 8 tokens)."""
+    def entropy(x):
+        logp = torch.log_softmax(model(x).float(), -1)
+        return float(-(logp.exp() * logp).sum(-1).mean())
+    own = generate(model, real_ids[:, :8], n_new, temperature=temperature,
+                   generator=torch.Generator().manual_seed(seed))
+    return {"real": entropy(real_ids), "own": entropy(own[:, -real_ids.shape[1]:])}
+
+
+def plot_mistake_effect(extra, position: int):
+    """Bars of :func:`single_mistake_effect`'s extra loss against the target's position."""
+    fig, ax, x = *new_figure(width=7.0, height=3.0), np.arange(1, len(extra) + 1)  # t scores t+1
+    ax.bar(x, extra, color=[COLORS["wrong"] if t > position else COLORS["input"] for t in x])
+    ax.axvline(position, color=COLORS["ignored"], ls="--", label=f"wrong input at position {position}")
+    ax.set(xlabel="position of the target character", ylabel="extra loss (nats)",
+           title="One wrong input character: the cost on the real text after it")
+    ax.legend()
+    return fig
+
+
+@torch.no_grad()
+def sampling_state(model, tokenizer, prompt: str, *, temperature: float = 1.0, top_k=None,
+                   top_p=None, n_new: int = 120, seed: int = 0) -> dict:
+    """What the sampling widget shows: the next-token distribution after ``prompt`` before and
+    after the settings (``raw``: softmax(logits / T); ``probs``: after top-k / top-p), and a
+    sample of ``n_new`` tokens drawn with them from ``seed``. top_k 0 and top_p 1 mean off."""
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"prompt must be a non-empty str; got {prompt!r}.")
+    top_k = top_k or None
+    top_p = None if top_p is None or top_p >= 1 else top_p
+    ids = torch.tensor(tokenizer.encode(prompt), device=next(model.parameters()).device)
+    logits = model(ids[None, -model.config.block_size:])[0, -1].float().cpu()       # (V,)
+    raw = next_token_distribution(logits, max(temperature, 1e-6))
+    probs = next_token_distribution(logits, temperature, top_k, top_p)
+    out = generate(model, ids, n_new, temperature=temperature, top_k=top_k, top_p=top_p,
+                   generator=torch.Generator().manual_seed(seed))
+    return {"raw": raw.double().numpy(), "probs": probs.double().numpy(),
+            "kept": int((probs > 0).sum()), "sample": tokenizer.decode(out[len(ids):])}
+
+
+def plot_next_token_distribution(state: dict, tokenizer, *, k: int = 30, title: str = ""):
+    """Bars of the ``k`` most likely next tokens: kept ones in colour (probability after the
+    filters), removed ones in grey at their probability before the filters."""
+    order = np.argsort(-state["raw"], kind="stable")[:k]
+    kept = state["probs"][order] > 0
+    fig, ax = new_figure(width=7.0, height=3.2)
+    x = np.arange(len(order))
+    ax.bar(x[kept], state["probs"][order][kept], color=COLORS["input"], label="kept (renormalised)")
+    if (~kept).any():
+        ax.bar(x[~kept], state["raw"][order][~kept], color=COLORS["ignored"], hatch="//",
+               label="removed (before the filters)")
+    ax.set_xticks(x, [show_char(tokenizer.decode([int(i)])) for i in order])
+    ax.set_ylim(0, 1.15 * max(state["probs"].max(), state["raw"].max()))
+    ax.set(xlabel=f"the {len(order)} most likely next characters", ylabel="probability",
+           title=title or f"{state['kept']} characters can be drawn")
+    ax.legend(loc="upper right")
+    return fig
+
+
+def sampling_explorer(model, tokenizer, prompt: str = "The ", *, n_new: int = 120):
+    """Temperature, top-k and top-p sliders, a prompt box and a seed: each change draws a fresh
+    sample and redraws the next-token bars (:func:`sampling_state`). Returns the widget."""
+    import io, ipywidgets as w, matplotlib.pyplot as plt  # noqa: E401 - lazily: teaching extras
+    c = {"prompt": w.Text(value=prompt, description="prompt", continuous_update=False),
+         "temperature": w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="T"),
+         "top_k": w.IntSlider(value=0, min=0, max=tokenizer.vocab_size, description="top-k (0: off)"),
+         "top_p": w.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p"),
+         "seed": w.BoundedIntText(value=0, min=0, max=10**9, description="seed")}
+    image, text = w.Image(format="png"), w.HTML()
+
+    def redraw(_change=None):
+        v = {name: ctl.value for name, ctl in c.items()}
+        try:
+            s = sampling_state(model, tokenizer, v.pop("prompt"), n_new=n_new, **v)
+        except ValueError as err:
+            text.value = f"<b>{html.escape(str(err))}</b>"
+            return
+        fig, buf = plot_next_token_distribution(s, tokenizer), io.BytesIO()
+        fig.savefig(buf, format="png", dpi=80)
+        plt.close(fig)
+        image.value = buf.getvalue()
+        text.value = f"<pre>{html.escape(c['prompt'].value)}<b>{html.escape(s['sample'])}</b></pre>"
+
+    for ctl in c.values():
+        ctl.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([w.VBox(list(c.values())), image]), text])
+
+
+# ---------------------------------------------------------------- exercise checkers
+
+def bits_per_char_reference(loss_nats: float, n_tokens: int, n_chars: int) -> float:
+    """Bits per character of a text: mean loss (nats per token) x tokens / characters / ln 2."""
+    return bits_per_byte(loss_nats * n_tokens, n_chars)
+
+
+def check_bits_per_char(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(loss_nats, n_tokens, n_chars) -> bits per character``."""
+    rng = np.random.default_rng(8)
+    cases = [Case((2.5, 1000, 1000), label="2.5 nats/char, character level"),
+             Case((math.log(2), 10, 10), label="ln 2 nats per char (one bit)"),
+             Case((2.0, 1000, 3940), label="2.0 nats/token, 3.94 chars per token")]
+    cases += [Case((float(rng.uniform(0.1, 5)), int(n), int(n * rng.uniform(1, 5))))
+              for n in rng.integers(10, 10_000, 6)]
+    return check("bits per character", fn, bits_per_char_reference, cases,
+                 hint="total nats = loss x n_tokens; spread them over n_chars; nats / ln 2 = bits.",
+                 atol=1e-9, rtol=1e-9, quiet=quiet)
+
+
+def top_p_reference(probs: torch.Tensor, p: float) -> torch.Tensor:
+    """Top-p through ``lmcore.sample.filter_logits``: keep the most likely tokens until their
+    mass reaches ``p`` (the token that crosses p stays), zero the rest, renormalise."""
+    return torch.softmax(filter_logits(probs.double().log(), top_p=p), dim=-1)
+
+
+def _top_p_cases(seed: int = 8) -> list[Case]:
+    t = lambda *v: torch.tensor(v, dtype=torch.float64)
+    cases = [Case((t(0.5, 0.3, 0.15, 0.05), 0.7), label="probs [0.5, 0.3, 0.15, 0.05], p = 0.7"),
+             Case((t(0.1, 0.6, 0.3), 0.65), label="probs [0.1, 0.6, 0.3] (unsorted), p = 0.65"),
+             Case((t(0.2, 0.7, 0.1), 0.5), label="probs [0.2, 0.7, 0.1], p = 0.5 (top token alone)"),
+             Case((t(0.25, 0.25, 0.25, 0.25), 1.0), label="uniform, p = 1.0 (keep all)")]
+    g = torch.Generator().manual_seed(seed)
+    for V in (5, 12, 50, 103):
+        for p in (0.3, 0.9):
+            w = torch.rand(V, generator=g, dtype=torch.float64) ** 3      # skewed, no ties
+            cases.append(Case((w / w.sum(), p), label=f"a random distribution over {V} tokens, p = {p}"))
+    return cases
+
+
+def check_top_p(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(probs (V,), p) -> filtered, renormalised probs (V,)`` against lmcore.sample."""
+    return check("top-p filter", fn, top_p_reference, _top_p_cases(),
+                 hint="sort descending; keep a token if the mass *before* it is < p (so the token "
+                      "that crosses p stays); zero the others, in the original order; divide by "
+                      "the kept mass.", atol=1e-9, rtol=1e-7, quiet=quiet)

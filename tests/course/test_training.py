@@ -1,0 +1,267 @@
+"""Notebook 08's support code: AdamW by hand, curve phases, exposure-bias measurements, the
+sampling widget's state, plots and the exercise checkers.
+
+References are independent: torch.optim.AdamW, F.cross_entropy in float64, naive loops.
+"""
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lmcore.course import training as T  # noqa: E402
+from lmcore.model import GPT, GPTConfig  # noqa: E402
+from lmcore.tokenizers import CharTokenizer  # noqa: E402
+
+TEXT = "abcdefghij "
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(TEXT), block_size=16, n_layer=1, n_head=2, n_embd=16)).eval()
+    with torch.no_grad():                      # sharper than at init, so filters matter
+        model.wte.weight.mul_(30)
+    return model, CharTokenizer(TEXT)
+
+
+def test_preset_for():
+    assert T.preset_for("cpu") == "cpu" and T.preset_for(torch.device("cuda")) == "gpu"
+    assert T.preset_for("meta") == "cpu"
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_adamw_by_hand_matches_torch_over_three_steps(wd):
+    g = torch.Generator().manual_seed(1)
+    p = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    q = p.clone().requires_grad_(True)
+    opt = torch.optim.AdamW([q], lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=wd)
+    m = v = None
+    for step in range(1, 4):
+        grad = torch.randn(4, 5, generator=g, dtype=torch.float64) * 10 ** (step - 2)
+        q.grad = grad.clone()
+        opt.step()
+        p, m, v = T.adamw_by_hand(p, grad, lr=1e-2, betas=(0.9, 0.99), weight_decay=wd, m=m, v=v,
+                                  step=step)
+        assert torch.allclose(p, q.detach(), atol=1e-12, rtol=1e-10)
+
+
+def test_adamw_first_step_moves_by_lr():
+    p = torch.zeros(3, dtype=torch.float64)
+    new, _, _ = T.adamw_by_hand(p, torch.tensor([1e-4, -3.0, 50.0], dtype=torch.float64), lr=0.1)
+    assert torch.allclose(new, torch.tensor([-0.1, 0.1, -0.1], dtype=torch.float64), atol=1e-5)
+
+
+def _history(vals, every=10):
+    return [{"step": i * every, "train_loss": v + 0.1, "val_loss": v} for i, v in enumerate(vals)]
+
+
+def test_curve_phases_quarters():
+    h = _history([5.0, 4.0, 3.0, 2.9, 2.8, 2.75, 2.7, 2.65, 2.6])      # steps 0..80
+    ph = T.curve_phases(h)
+    assert ph["steps"] == [0, 20, 40, 60, 80]
+    assert ph["loss"] == [5.0, 3.0, 2.8, 2.7, 2.6]
+    assert np.allclose(ph["drops"], [2.0, 0.2, 0.1, 0.1])
+    assert ph["total_drop"] == pytest.approx(2.4) and sum(ph["shares"]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least 5"):
+        T.curve_phases(h[:4])
+
+
+def test_plot_loss_curves_lines_and_phases():
+    h = _history([4.6, 3.5, 3.0, 2.8, 2.7, 2.65])
+    fig = T.plot_loss_curves(h, math.log(103), 3.25, phases=T.curve_phases(h))
+    ax = fig.axes[0]
+    flat = [ln.get_ydata()[0] for ln in ax.lines if len(set(ln.get_ydata())) == 1]
+    assert any(abs(y - math.log(103)) < 1e-12 for y in flat) and 3.25 in flat
+    assert {t.get_text() for t in ax.texts} == {"1 sharp drop", "2 steady descent", "3 flattening"}
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    plt.close(fig)
+
+
+def test_single_mistake_effect_against_a_naive_loop(tiny):
+    model, _ = tiny
+    ids = torch.randint(len(TEXT), (6, 12), generator=torch.Generator().manual_seed(3))
+    got = T.single_mistake_effect(model, ids, 4, seed=5)
+    g = torch.Generator().manual_seed(5)       # the same corruption, rebuilt
+    bad = ids.clone()
+    bad[:, 4] = (ids[:, 4] + torch.randint(1, len(TEXT), (6,), generator=g)) % len(TEXT)
+    assert (bad[:, 4] != ids[:, 4]).all()
+    with torch.no_grad():
+        lc, lb = model(ids).double(), model(bad).double()
+    ref = np.zeros(11)
+    for t in range(11):
+        ref[t] = np.mean([float(F.cross_entropy(lb[n, t], ids[n, t + 1]) - F.cross_entropy(lc[n, t], ids[n, t + 1]))
+                          for n in range(6)])
+    assert np.allclose(got, ref, atol=1e-5)
+    assert np.abs(got[:4]).max() < 1e-6                      # causal: nothing before the mistake
+    with pytest.raises(ValueError, match="position"):
+        T.single_mistake_effect(model, ids, 11)
+
+
+def test_own_text_entropy(tiny):
+    model, _ = tiny
+    ids = torch.randint(len(TEXT), (4, 16), generator=torch.Generator().manual_seed(2))
+    out = T.own_text_entropy(model, ids, n_new=10, seed=0)
+    with torch.no_grad():
+        ref = torch.distributions.Categorical(logits=model(ids).double()).entropy().mean()
+    assert out["real"] == pytest.approx(float(ref), abs=1e-5)
+    assert 0 < out["own"] <= math.log(len(TEXT)) + 1e-6
+    assert out == T.own_text_entropy(model, ids, n_new=10, seed=0)        # seeded
+
+
+def _naive_filtered(logits, T_, k=None, p=None):
+    z = [float(v) / T_ for v in logits]
+    m = max(z)
+    probs = [math.exp(v - m) for v in z]
+    probs = [q / sum(probs) for q in probs]
+    order = sorted(range(len(z)), key=lambda i: -probs[i])
+    keep = set(order[:k] if k else order)
+    if p is not None:
+        mass, keep_p = 0.0, set()
+        for i in order:
+            if mass >= p:
+                break
+            keep_p.add(i)
+            mass += probs[i]
+        keep &= keep_p
+    total = sum(probs[i] for i in keep)
+    return np.array([probs[i] / total if i in keep else 0.0 for i in range(len(z))])
+
+
+@pytest.mark.parametrize("T_, k, p", [(1.0, None, None), (0.7, 3, None), (1.3, None, 0.6), (0.9, 4, 0.5)])
+def test_sampling_state_distribution(tiny, T_, k, p):
+    model, tok = tiny
+    s = T.sampling_state(model, tok, "abc d", temperature=T_, top_k=k, top_p=p, n_new=15, seed=4)
+    with torch.no_grad():
+        logits = model(torch.tensor([tok.encode("abc d")]))[0, -1]
+    assert np.allclose(s["probs"], _naive_filtered(logits, T_, k, p), atol=1e-6)
+    assert np.allclose(s["raw"], _naive_filtered(logits, T_), atol=1e-6)
+    assert s["kept"] == int((s["probs"] > 0).sum()) and (k is None or s["kept"] <= k)
+    assert len(s["sample"]) == 15 and set(s["sample"]) <= set(TEXT)
+    again = T.sampling_state(model, tok, "abc d", temperature=T_, top_k=k, top_p=p, n_new=15, seed=4)
+    assert again["sample"] == s["sample"]
+
+
+def test_sampling_state_off_values_greedy_and_errors(tiny):
+    model, tok = tiny
+    off = T.sampling_state(model, tok, "ab", top_k=0, top_p=1.0, n_new=3)
+    assert off["kept"] == len(TEXT)
+    greedy = T.sampling_state(model, tok, "ab", temperature=0, n_new=3)
+    assert greedy["kept"] == 1 and greedy["probs"].max() == 1.0
+    with pytest.raises(ValueError, match="not in this tokenizer"):
+        T.sampling_state(model, tok, "xyz", n_new=3)
+    with pytest.raises(ValueError, match="prompt"):
+        T.sampling_state(model, tok, "", n_new=3)
+
+
+def test_plots_and_widget(tiny):
+    model, tok = tiny
+    s = T.sampling_state(model, tok, "ab", top_k=3, n_new=5)
+    fig = T.plot_next_token_distribution(s, tok, k=8)
+    assert len(fig.axes[0].get_xticks()) == 8
+    plt.close(fig)
+    fig = T.plot_mistake_effect(np.linspace(0, 1, 11), 4)
+    assert len(fig.axes[0].patches) == 11
+    plt.close(fig)
+    box = T.sampling_explorer(model, tok, "ab", n_new=5)
+    controls = box.children[0].children[0].children
+    image, text = box.children[0].children[1], box.children[1]
+    before = image.value
+    controls[1].value = 0.3                     # temperature
+    assert image.value != before and "<pre>" in text.value
+    controls[0].value = "xyz"                   # a prompt outside the vocabulary
+    assert "not in this tokenizer" in text.value
+    assert T.show_char("\n") == "⏎" and T.show_char(" ") == "␣" and T.show_char("a") == "a"
+
+
+# ---------------------------------------------------------------- exercises
+
+def test_bits_per_char_reference():
+    assert T.bits_per_char_reference(math.log(2), 7, 7) == pytest.approx(1.0)
+    assert T.bits_per_char_reference(2.0, 1000, 3940) == pytest.approx(2.0 / 3.94 / math.log(2))
+
+
+def _bpc_solution(loss_nats, n_tokens, n_chars):
+    return loss_nats * n_tokens / n_chars / math.log(2)
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda l, n, c: l * n / c * math.log(2),               # multiplies by ln 2
+    lambda l, n, c: l / math.log(2),                       # ignores tokens per character
+    lambda l, n, c: l * c / n / math.log(2),               # ratio upside down
+    lambda l, n, c: l * n / c / math.log(10),              # wrong log base
+])
+def test_bits_per_char_checker(wrong, capsys):
+    assert T.check_bits_per_char(_bpc_solution)
+    assert not T.check_bits_per_char(wrong)
+    assert "✗ fail" in capsys.readouterr().out
+
+
+def _top_p_solution(probs, p):
+    sorted_p, order = torch.sort(probs, descending=True)
+    mass_before = torch.cumsum(sorted_p, 0) - sorted_p
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = mass_before < p
+    kept = torch.where(keep, probs, torch.zeros_like(probs))
+    return kept / kept.sum()
+
+
+def _naive_top_p(probs, p):
+    probs = [float(v) for v in probs]
+    return _naive_filtered([math.log(v) for v in probs], 1.0, None, p)
+
+
+def test_top_p_reference_against_naive_loop():
+    g = torch.Generator().manual_seed(0)
+    for V in (3, 10, 40):
+        w = torch.rand(V, generator=g, dtype=torch.float64) ** 2
+        for p in (0.1, 0.5, 0.95):
+            assert np.allclose(T.top_p_reference(w / w.sum(), p).numpy(), _naive_top_p(w / w.sum(), p), atol=1e-12)
+
+
+def _excludes_crossing(probs, p):
+    s, order = torch.sort(probs, descending=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = torch.cumsum(s, 0) <= p
+    keep[order[0]] = True
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def _no_renormalise(probs, p):
+    out = _top_p_solution(probs, p)
+    return out * probs[out > 0].sum()
+
+
+def _ascending(probs, p):
+    s, order = torch.sort(probs)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = torch.cumsum(s, 0) - s < p
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def _unsorted(probs, p):
+    keep = torch.cumsum(probs, 0) - probs < p
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+@pytest.mark.parametrize("wrong", [_excludes_crossing, _no_renormalise, _ascending, _unsorted])
+def test_top_p_checker(wrong, capsys):
+    assert T.check_top_p(_top_p_solution)
+    assert T.check_top_p(T.top_p_reference)
+    assert not T.check_top_p(wrong)
+    assert "✗ fail" in capsys.readouterr().out
+
+
+def test_checkers_say_not_attempted(capsys):
+    def stub(*args):
+        raise NotImplementedError
+    assert not T.check_top_p(stub) and not T.check_bits_per_char(stub)
+    assert capsys.readouterr().out.count("not attempted yet") == 2
