@@ -13,8 +13,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# As root (containers, some cloud machines) JupyterLab needs --allow-root.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

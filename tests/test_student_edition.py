@@ -4,8 +4,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from lmcore.course.nbtools import run_cells
 from lmcore.course.student import BEGIN, END, STUB, build_student_edition, strip_solutions
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
@@ -63,8 +63,15 @@ def test_student_edition_has_no_solution_and_runs_to_the_end(path, student_dir):
     leaked = [line for line in _solution_lines(source) if re.search(re.escape(line), text)]
     assert not leaked, f"solution code left in the student edition: {leaked[:3]}"
     assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
-    NotebookClient(student, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    outputs = "".join(o.get("text", "") for c in student.cells if c.cell_type == "code"
-                      for o in c.get("outputs", []))
-    assert "not attempted yet" in outputs
+    results = run_cells(student, path.parent, timeout=600)
+    errors = [(r["index"], r["error"]) for r in results if r["error"] and not r["expected"]]
+    assert not errors, f"the student edition stops with an error: {errors[:2]}"
+    assert "not attempted yet" in "".join(r["text"] for r in results)
+
+
+def test_run_cells_reports_errors_and_output(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')"),
+                                         nbformat.v4.new_code_cell("1 / 0")])
+    first, second = run_cells(nb, tmp_path, timeout=60)
+    assert first["text"] == "hi\n" and first["error"] is None
+    assert second["error"].startswith("ZeroDivisionError")

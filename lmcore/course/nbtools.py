@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-__all__ = ["execute_notebook", "strip_widget_state"]
+__all__ = ["execute_notebook", "strip_widget_state", "run_cells"]
 
 
 def strip_widget_state(nb) -> None:
@@ -33,6 +33,43 @@ def execute_notebook(path, *, timeout: int = 600, write: bool = True, allow_erro
     if write:
         nbformat.write(nb, path)
     return nb
+
+
+def run_cells(nb, cwd, *, timeout: int = 600) -> list[dict]:
+    """Run ``nb``'s code cells in a fresh kernel started in ``cwd``, the way nbval does.
+
+    Returns one dict per code cell: ``index``, ``text`` (stdout/stderr and plain-text results),
+    ``error`` (``"Name: message"`` or None) and ``expected`` (tagged ``raises-exception``).
+    Unlike nbclient it does not track widget state, which is all a "does it run" test needs
+    (nbclient's widget-output tracking occasionally stalls an ``interact`` cell until its timeout).
+    """
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+    results = []
+    try:
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code" or not cell.source.strip():
+                continue
+            chunks = []
+
+            def hook(msg, chunks=chunks):
+                content = msg["content"]
+                if msg["msg_type"] == "stream":
+                    chunks.append(content["text"])
+                elif msg["msg_type"] in ("execute_result", "display_data"):
+                    chunks.append(content["data"].get("text/plain", ""))
+
+            reply = kc.execute_interactive(cell.source, timeout=timeout, output_hook=hook,
+                                           allow_stdin=False)["content"]
+            error = (f"{reply.get('ename')}: {reply.get('evalue')}" if reply["status"] == "error"
+                     else None)
+            results.append({"index": index, "text": "".join(chunks), "error": error,
+                            "expected": "raises-exception" in cell.metadata.get("tags", [])})
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return results
 
 
 if __name__ == "__main__":
