@@ -168,23 +168,15 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
                         "Cast one of them (e.g. under torch.autocast both come out alike).")
     if chunk_size is not None:
         require_positive_int("chunk_size", chunk_size)
-    if reduction == "none":
+    if reduction == "none" or N * max(L - 1, 0) * V <= _DENSE_MAX_ELEMENTS:
+        # Small (or per-token) problems: plain logits through the dense loss, nothing to save.
         return causal_lm_loss(hidden @ weight.T, labels, ignore_index=ignore_index,
                               reduction=reduction, num_items=num_items)
-    if L < 2:
-        raise ValueError(f"a sequence needs L >= 2 tokens to give a next-token target; got L = {L}.")
-    require_labels_in_range("labels", labels[:, 1:], V, ignore_index)
-    # Targets aligned with hidden's rows: position t predicts labels[t + 1]; the last has none.
-    last = torch.full((N, 1), ignore_index, dtype=torch.long, device=labels.device)
-    y = torch.cat([labels[:, 1:].long(), last], dim=1).reshape(-1)           # (N * L,)
+    shift_hidden, shift_labels = shift_for_next_token(hidden, labels)     # (N, L-1, D), (N, L-1)
+    require_labels_in_range("labels", shift_labels, V, ignore_index)
+    y = shift_labels.reshape(-1).long()                                     # (N * (L-1),)
     denom = _denominator(reduction, int((y != ignore_index).sum()), num_items)
-    h = hidden.reshape(N * L, D)
-    if N * (L - 1) * V <= _DENSE_MAX_ELEMENTS:         # small: plain logits, nothing to save
-        logits = h @ weight.T                                                 # (N * L, V)
-        _require_finite("hidden @ weight.T", logits.view(N, L, V)[:, :-1])
-        nll = F.cross_entropy(logits.to(_compute_dtype(logits.dtype)), y, ignore_index=ignore_index,
-                              reduction="sum")
-        return nll / denom
+    h = shift_hidden.reshape(-1, D)                                         # (N * (L-1), D)
     rows = chunk_size or max(1, _CHUNK_ELEMENTS // V)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss = _ChunkedLinearCE.apply(h, weight, y, rows, ignore_index, 1.0 / denom, need_grad)

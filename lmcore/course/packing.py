@@ -68,8 +68,9 @@ def pack_with_policy(documents=None, block_size: int = 14, policy: str = "block_
     else:
         positions = torch.arange(L).expand(N, L)
         attention = torch.ones(L, L, dtype=torch.bool).tril().expand(N, L, L)
-    crossing = torch.zeros(N, L, dtype=torch.bool)
-    crossing[:, 1:] = (document_ids[:, 1:] != document_ids[:, :-1]) & (document_ids[:, 1:] >= 0)
+    # Which labels mask_cross_document_targets would drop (padding starts are not documents).
+    dropped = mask_cross_document_targets(input_ids, document_ids) == IGNORE_INDEX
+    crossing = dropped & (document_ids >= 0)
     return {"input_ids": input_ids, "labels": labels, "document_ids": document_ids,
             "position_ids": positions, "attention": attention, "crossing": crossing}
 

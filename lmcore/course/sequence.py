@@ -136,11 +136,16 @@ def position_table(model: GPT, sentence: str, *, shift: bool = True) -> list[dic
         raise ValueError(f"sentence has {ids.shape[1]} tokens with <bos>; the model reads at "
                          f"most {model.config.block_size}.")
     with cpu_threads(1):
-        logp = torch.log_softmax(model(ids).double(), dim=-1)[0]   # (L, V)
+        logits = model(ids).double()                                # (1, L, V)
+    if shift:
+        logits, targets = shift_for_next_token(logits, ids)          # (1, L-1, V), (1, L-1)
+    else:
+        targets = ids                                               # the bug: own token
+    logp = torch.log_softmax(logits, dim=-1)[0]
     toks = [WORDS[i] for i in ids[0].tolist()]
     rows = []
-    for t in range(len(toks) - 1 if shift else len(toks)):
-        y = int(ids[0, t + 1 if shift else t])
+    for t in range(targets.shape[1]):
+        y = int(targets[0, t])
         rows.append({"context": " ".join(toks[: t + 1]), "target": WORDS[y],
                      "prob": float(logp[t, y].exp()), "loss": float(-logp[t, y])})
     return rows
