@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-browser student notebooks figures benchmarks clean
+.PHONY: lab test test-portable test-browser student notebooks figures benchmarks clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,13 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# nbval over every notebook under PyTorch's other CPU kernels, against the committed outputs:
+# proves the checked outputs do not depend on the CPU's vector kernels (PyTorch falls back
+# where the CPU lacks a level). One notebook: make test-portable NB="03_*"
+test-portable: $(STAMP)
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q notebooks/$(NB).ipynb
+	ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q notebooks/$(NB).ipynb
 
 BROWSER_STAMP := $(VENV)/.browser-installed
 

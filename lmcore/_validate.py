@@ -1,10 +1,18 @@
 """Input checks shared by the core modules: clear errors instead of NaNs or CUDA asserts."""
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 __all__ = ["require_tensor", "require_float", "require_int", "require_labels_in_range",
-           "require_positive_int"]
+           "require_positive_int", "require_int_scalar", "require_real", "require_choice",
+           "require_bool"]
+
+# Token ids and labels: int32/int64 only. Unsigned dtypes wrap -100 (uint8: 156) and small
+# signed ones overflow real vocabularies and fail inside F.embedding.
+ID_DTYPES = (torch.int64, torch.int32)
 
 
 def _describe(x) -> str:
@@ -32,9 +40,14 @@ def require_float(name: str, x: torch.Tensor) -> torch.Tensor:
 
 
 def require_int(name: str, x: torch.Tensor) -> torch.Tensor:
-    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long); got dtype "
-                        f"{x.dtype}. Convert with {name}.long().")
+    """Token ids / labels / positions: an int64 or int32 tensor (never bool, float or unsigned)."""
+    if x.dtype not in ID_DTYPES:
+        kind = ("unsigned, so -100 would wrap" if x.dtype in (torch.uint8, torch.uint16, torch.uint32,
+                                                              torch.uint64)
+                else "too small for a vocabulary" if x.dtype in (torch.int8, torch.int16)
+                else "not an integer type")
+        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long or torch.int32); "
+                        f"got dtype {x.dtype} ({kind}). Convert with {name}.long().")
     return x
 
 
@@ -55,4 +68,48 @@ def require_positive_int(name: str, x) -> int:
         raise TypeError(f"{name} must be an int; got {_describe(x)}.")
     if x < 1:
         raise ValueError(f"{name} must be at least 1; got {x}.")
+    return x
+
+
+def require_int_scalar(name: str, x, *, min: int | None = None, max: int | None = None) -> int:
+    """A Python/NumPy int (never a bool, float or string) within [min, max]."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name} must be an int; got {_describe(x)}.")
+    x = int(x)
+    if min is not None and x < min:
+        raise ValueError(f"{name} must be at least {min}; got {x}.")
+    if max is not None and x > max:
+        raise ValueError(f"{name} must be at most {max}; got {x}.")
+    return x
+
+
+def require_real(name: str, x, *, min: float | None = None, max: float | None = None,
+                 min_inclusive: bool = True, finite: bool = True) -> float:
+    """A real number (int or float, never a bool or string), finite unless ``finite=False``,
+    within ``min`` (inclusive unless ``min_inclusive=False``) and ``max`` (inclusive)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a number; got {_describe(x)}.")
+    x = float(x)
+    if math.isnan(x) or (finite and math.isinf(x)):
+        raise ValueError(f"{name} must be a finite number; got {x}.")
+    if min is not None and (x < min or (not min_inclusive and x == min)):
+        raise ValueError(f"{name} must be {'at least' if min_inclusive else 'greater than'} {min}; "
+                         f"got {x}.")
+    if max is not None and x > max:
+        raise ValueError(f"{name} must be at most {max}; got {x}.")
+    return x
+
+
+def require_choice(name: str, x, choices) -> object:
+    """``x`` must be one of ``choices`` (compared with ==, bools never stand in for ints)."""
+    if isinstance(x, bool) and not any(isinstance(c, bool) for c in choices):
+        raise TypeError(f"{name} must be one of {list(choices)}; got {_describe(x)}.")
+    if x not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}; got {_describe(x)}.")
+    return x
+
+
+def require_bool(name: str, x) -> bool:
+    if not isinstance(x, bool):
+        raise TypeError(f"{name} must be True or False; got {_describe(x)}.")
     return x

@@ -1,0 +1,50 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lmcore.course.verdict import above, below, holds, in_range, near
+
+
+def test_verdicts_print_the_claim_not_the_value(capsys):
+    assert in_range("val loss", 1.4321, 1.2, 1.6, unit=" nats") is True
+    assert near("first loss", 4.6301, math.log(103), 0.05, target_text="ln 103") is True
+    assert below("gap", 0.004, 0.05) is True
+    assert above("ratio", 3.0, 1) is True
+    assert holds("every row sums to 1", True) is True
+    out = capsys.readouterr().out
+    assert out.splitlines() == ["val loss in [1.2, 1.6] nats: yes", "first loss within 0.05 of ln 103: yes",
+                                "gap below 0.05: yes", "ratio above 1: yes", "every row sums to 1: yes"]
+    assert "1.4321" not in out and "4.6301" not in out
+
+
+def test_verdicts_fail_loudly(capsys):
+    assert in_range("x", 2.0, 0, 1) is False
+    assert near("x", 1.2, 1.0, 0.1) is False
+    assert in_range("x", float("nan"), 0, 1) is False
+    assert near("x", float("nan"), 0, 1) is False
+    assert below("x", float("nan"), 1) is False and above("x", float("nan"), 0) is False
+    assert below("x", 1.0, 1.0) is False
+    assert all(line.endswith(": NO") for line in capsys.readouterr().out.splitlines())
+
+
+def test_verdicts_take_tensors_and_numpy_scalars(capsys):
+    assert in_range("x", torch.tensor(0.5), 0, 1) and near("x", np.float32(0.5), 0.5, 0.01)
+    assert holds("x", torch.tensor(True)) and holds("x", np.bool_(True))
+
+
+@pytest.mark.parametrize("call", [lambda: in_range("x", "0.5", 0, 1), lambda: in_range("x", True, 0, 1),
+                                  lambda: near("x", 1, None, 0.1), lambda: holds("x", 1)])
+def test_verdicts_reject_non_numbers(call):
+    with pytest.raises(TypeError):
+        call()
+
+
+def test_verdicts_reject_bad_tolerances():
+    with pytest.raises(ValueError, match="lo must be <= hi"):
+        in_range("x", 1, 2, 1)
+    with pytest.raises(ValueError, match="tol"):
+        near("x", 1, 1, -0.1)
+    with pytest.raises(ValueError, match="tol"):
+        near("x", 1, 1, float("nan"))
