@@ -2,66 +2,106 @@
 
 ``train(preset("cpu"))`` trains on the Python docs; ``python -m lmcore.train --preset cpu
 --corpus python-docs --out runs/NAME`` does the same from a shell and writes the history
-(JSON), the checkpoint and a loss plot. On CUDA the same code uses bf16 autocast, TF32 matmuls
-and fused AdamW (and ``torch.compile`` if asked).
+(JSON), the checkpoints and a loss plot. On CUDA the same code uses bf16 autocast, TF32 matmuls
+and fused AdamW (and ``torch.compile`` if asked); under ``torchrun`` it trains data-parallel
+(:mod:`lmcore.distributed`).
+
+Host-device synchronisations per step, all marked ``# sync`` below: one, the logged loss and
+gradient norm read together; plus those inside ``causal_lm_loss``'s input checks.
 """
 from __future__ import annotations
 
 import contextlib
 import math
 from time import perf_counter as _now
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .checkpoint import load_checkpoint, save_checkpoint, tokenizer_state
+from .checkpoint import tokenizer_state
 from .cli import main, plot_history
 from .data import load_corpus
+from .distributed import DistContext, all_reduce_sum, any_rank, no_sync, setup, teardown, wrap_model
 from .loss import causal_lm_loss
 from .model import GPT, GPTConfig
 from .optim import configure_optimizer, lr_at
 from .perplexity import PerplexityMeter
-from .presets import PRESETS, TrainConfig, autocast_for, pick_device, preset
+from .presets import PRESETS, TrainConfig, autocast_for, pick_device, preset, validate_config
+from .resume import copy_checkpoint, restore_training_state, save_training_state
 from .shift import num_valid_targets
 
 __all__ = ["TrainConfig", "PRESETS", "preset", "pick_device", "TrainResult", "train", "evaluate",
-           "accumulate_gradients", "plot_history", "main"]
+           "accumulate_gradients", "NonFiniteLossError", "plot_history", "main"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A training step's logits, loss or gradient is NaN or inf (the update is not applied)."""
 
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns: the model, one history record per evaluation, and why it ended."""
+    """What :func:`train` returns: the model, one history record per evaluation, why it ended,
+    and the evaluation with the lowest validation loss after step 0 (``best.pt`` with out_dir)."""
     model: GPT
     history: list = field(default_factory=list)   # dicts: step, tokens, train_loss, val_loss, lr, tokens_per_s
     status: str = "finished"                      # finished | stopped | interrupted | nan
     message: str = ""
     corpus: object = None
     config: TrainConfig | None = None
+    best_step: int | None = None
+    best_val_loss: float | None = None
+    best_path: Path | None = None
 
 
 def _model_kwargs(batch: dict) -> dict:
     return {k: batch[k] for k in ("document_ids", "position_ids") if k in batch}
 
 
-def accumulate_gradients(model, micro_batches, autocast=contextlib.nullcontext) -> tuple:
+def _backward(model, micro_batches, autocast, ctx: DistContext, device):
+    """Backward over this rank's micro-batches; returns (its summed NLL, the global count).
+
+    Each micro-batch's summed NLL is multiplied by world_size / (valid targets of every
+    micro-batch on every rank): DDP averages gradients over ranks, so the total gradient is
+    that of the mean over the whole global batch. No host sync here except the loss's checks.
+    """
+    local = sum(num_valid_targets(b["labels"]) for b in micro_batches)   # on the host's batches
+    if local == 0 and not ctx.enabled:
+        raise ValueError("no valid target in this step's micro-batches: every label is -100.")
+    acc = torch.float32 if device.type == "mps" else torch.float64
+    count = all_reduce_sum(torch.tensor(float(local), dtype=acc, device=device), ctx)
+    scale = ctx.world_size / count
+    total = torch.zeros((), dtype=acc, device=device)
+    for i, b in enumerate(micro_batches):
+        b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
+        last = i == len(micro_batches) - 1
+        with (contextlib.nullcontext() if last else no_sync(model)):   # all-reduce once per step
+            with autocast():
+                logits = model(b["input_ids"], **_model_kwargs(b))
+            try:
+                nll = causal_lm_loss(logits, b["labels"], reduction="sum")  # sync: its input checks
+            except ValueError:
+                if not bool(torch.isfinite(logits.detach()).all()):   # sync, only on this failure
+                    raise NonFiniteLossError("the model produced NaN/inf logits") from None
+                raise
+            (nll * scale).backward()
+        total += nll.detach().to(acc)
+    return total, count
+
+
+def accumulate_gradients(model, micro_batches, autocast=contextlib.nullcontext, *,
+                         ctx: DistContext | None = None) -> tuple:
     """Backward over ``micro_batches`` so the gradients equal those of their concatenation.
 
     Each micro-batch's summed NLL is divided by ``num_items``, the valid targets of *all*
-    micro-batches together, not by its own count (that would weight a padded micro-batch like
-    a full one). Returns ``(total_nll, num_items)``.
+    micro-batches together (of all ranks, under ``ctx``), not by its own count (that would
+    weight a padded micro-batch like a full one). Returns ``(total_nll, num_items)`` of the
+    whole (global) batch. Raises :class:`NonFiniteLossError` on NaN/inf logits.
     """
-    num_items = sum(num_valid_targets(b["labels"]) for b in micro_batches)
-    total = 0.0
-    for b in micro_batches:
-        with autocast():
-            logits = model(b["input_ids"], **_model_kwargs(b))
-        if not bool(torch.isfinite(logits).all()):
-            raise FloatingPointError("the model produced NaN/inf logits")
-        loss = causal_lm_loss(logits, b["labels"], num_items=num_items)
-        loss.backward()
-        total += float(loss.detach()) * num_items
-    return total, num_items
+    device = next(model.parameters()).device
+    ctx = ctx or DistContext(device=device)
+    total, count = _backward(model, micro_batches, autocast, ctx, device)
+    return float(all_reduce_sum(total, ctx)), int(count.item())
 
 
 @torch.no_grad()
@@ -79,130 +119,168 @@ def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_s
         b = {k: v.to(device) for k, v in b.items()}
         with autocast():
             logits = model(b["input_ids"], **_model_kwargs(b))
-        meter.update(logits.float(), b["labels"])
+        meter.update(logits.float(), b["labels"])            # sync: the meter sums on the host
     model.train(was_training)
     return meter
 
 
+def _check_inputs(cfg, corpus, model, out_dir):
+    """Everything that can be refused before a run changes any global setting."""
+    for split in ("train", "val"):
+        if next(iter(corpus.eval_batches(split, 1, cfg.block_size, 1)), None) is None:
+            raise ValueError(f"the corpus {getattr(corpus, 'name', '')!r} has too little {split} "
+                             f"data for one row of TrainConfig.block_size = {cfg.block_size} "
+                             "tokens (plus one target); use a smaller block_size or more text.")
+    if model is not None and (model.config.vocab_size, model.config.block_size) != (
+            corpus.vocab_size, cfg.block_size):
+        raise ValueError(f"model has vocab_size {model.config.vocab_size} and block_size "
+                         f"{model.config.block_size}; the corpus and TrainConfig need "
+                         f"{corpus.vocab_size} and {cfg.block_size}.")
+    if out_dir is not None:
+        tokenizer_state(corpus.tokenizer)      # refuse now, not after the run, if undescribable
+
+
 def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir=None,
           resume=None, callback=None, on_eval=None) -> TrainResult:
-    """Train and return a :class:`TrainResult` (model, history, status, message).
+    """Train and return a :class:`TrainResult` (model, history, status, message, best).
 
-    ``corpus`` defaults to ``load_corpus(config.corpus)``. With ``out_dir`` a checkpoint is
-    written at every evaluation (``checkpoint.pt``); ``resume`` (a checkpoint path) continues a
+    ``corpus`` defaults to ``load_corpus(config.corpus)``. With ``out_dir`` the latest state is
+    written at every evaluation (``checkpoint.pt``) and, with ``config.keep_best``, a copy at
+    each new lowest validation loss (``best.pt``); ``resume`` (a checkpoint path) continues a
     run exactly. ``callback(step, model)`` runs after each step; returning True stops the run
     (and saves). ``on_eval(record)`` sees each history record. A NaN/inf loss or gradient
     stops the run before the bad update (the last checkpoint stays); Ctrl-C returns what was
-    done so far.
+    done so far. The config is validated first, and the thread count and float32 matmul
+    precision are restored on every exit.
     """
-    cfg = config
+    cfg = validate_config(config)
     corpus = corpus if corpus is not None else load_corpus(cfg.corpus)
-    device = pick_device(cfg.device)
-    autocast = autocast_for(device, cfg.dtype)
-    old_threads = torch.get_num_threads()
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
-    if device.type == "cuda":
-        torch.set_float32_matmul_precision("high")           # TF32 matmuls
-    torch.manual_seed(cfg.seed)
-    mcfg = GPTConfig(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
-                     n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout)
-    model = (model if model is not None else GPT(mcfg)).to(device)
-    opt = configure_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
-                              device_type=device.type)
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    step, tokens, history = 0, 0, []
-    if resume is not None:
-        ck = load_checkpoint(resume, map_location=device)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        step, tokens, history = ck["step"], ck["tokens"], list(ck["history"])
-        gen.set_state(ck["data_rng"])
-        torch.set_rng_state(ck["torch_rng"])
-        if device.type == "cuda" and ck.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(ck["cuda_rng"].cpu())
-    fwd = torch.compile(model) if cfg.compile else model
     out_dir = Path(out_dir) if out_dir is not None else None
-    result = TrainResult(model, history, corpus=corpus, config=cfg)
-    ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches,
-              device=device, autocast=autocast)
-
-    def save():
-        if out_dir is not None:
-            save_checkpoint(out_dir / "checkpoint.pt", model=model.state_dict(),
-                            optimizer=opt.state_dict(), step=step, tokens=tokens, history=history,
-                            data_rng=gen.get_state(), torch_rng=torch.get_rng_state(),
-                            cuda_rng=torch.cuda.get_rng_state() if device.type == "cuda" else None,
-                            train_config=asdict(cfg), model_config=asdict(model.config),
-                            tokenizer=tokenizer_state(corpus.tokenizer))
-
-    def record(train_loss, lr, tok_s):
-        rec = {"step": step, "tokens": tokens, "train_loss": train_loss,
-               "val_loss": evaluate(fwd, corpus, "val", **ev).mean_nll, "lr": lr,
-               "tokens_per_s": tok_s}
-        history.append(rec)
-        if on_eval is not None:
-            on_eval(rec)
-
+    _check_inputs(cfg, corpus, model, out_dir)
+    old_threads, old_precision = torch.get_num_threads(), torch.get_float32_matmul_precision()
+    ctx = DistContext()
     bar = None
-    if cfg.progress:
-        try:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=cfg.max_steps, initial=step, desc="train", leave=False)
-        except ImportError:
-            pass
-    model.train()
     try:
-        if not history:
-            record(evaluate(fwd, corpus, "train", **ev).mean_nll, 0.0, 0.0)
-        run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
-        while step < cfg.max_steps:
-            lr = lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps,
-                       max_steps=cfg.max_steps)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            micro = [{k: v.to(device) for k, v in corpus.batch("train", cfg.batch_size,
-                      cfg.block_size, generator=gen).items()} for _ in range(cfg.grad_accum)]
+        ctx = setup(pick_device(cfg.device))
+        device = ctx.device
+        autocast = autocast_for(device, cfg.dtype)
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        if device.type == "cuda":
+            torch.set_float32_matmul_precision("high")           # TF32 matmuls
+        torch.manual_seed(cfg.seed)                              # same init on every rank
+        mcfg = GPTConfig(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                         n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout)
+        model = (model if model is not None else GPT(mcfg)).to(device)
+        opt = configure_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
+                                  device_type=device.type)
+        gen = torch.Generator().manual_seed(cfg.seed + 1 + 7919 * ctx.rank)   # own batches per rank
+        if ctx.rank:
+            torch.manual_seed(cfg.seed + 7919 * ctx.rank)                      # own dropout per rank
+        step, tokens, history = 0, 0, []
+        best_step, best_val = None, None
+        if resume is not None:
+            ck = restore_training_state(resume, ctx, model=model, opt=opt, gen=gen)
+            step, tokens, history = ck["step"], ck["tokens"], list(ck["history"])
+            best_step, best_val = ck.get("best_step"), ck.get("best_val_loss")
+        ddp = wrap_model(model, ctx)
+        fwd = torch.compile(ddp) if cfg.compile else ddp
+        evaluator = fwd if not ctx.enabled else model     # rank 0 evaluates alone: no DDP hooks
+        result = TrainResult(model, history, corpus=corpus, config=cfg)
+        ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches,
+                  device=device, autocast=autocast)
+
+        def save():
+            if out_dir is None:
+                return
+            save_training_state(out_dir / "checkpoint.pt", ctx, model=model, opt=opt, gen=gen,
+                                step=step, tokens=tokens, history=history, cfg=cfg,
+                                tokenizer=corpus.tokenizer, best_step=best_step,
+                                best_val_loss=best_val)
+            if ctx.is_main and cfg.keep_best and best_step == step and step > 0:
+                copy_checkpoint(out_dir / "checkpoint.pt", out_dir / "best.pt")
+
+        def record(train_loss, lr, tok_s):
+            nonlocal best_step, best_val
+            if not ctx.is_main:
+                return
+            rec = {"step": step, "tokens": tokens, "train_loss": train_loss,
+                   "val_loss": evaluate(evaluator, corpus, "val", **ev).mean_nll, "lr": lr,
+                   "tokens_per_s": tok_s}
+            history.append(rec)
+            if step > 0 and (best_val is None or rec["val_loss"] < best_val):
+                best_step, best_val = step, rec["val_loss"]
+            if on_eval is not None:
+                on_eval(rec)
+
+        if cfg.progress and ctx.is_main:
             try:
-                nll, n = accumulate_gradients(fwd, micro, autocast)
-            except (FloatingPointError, ValueError) as err:
-                if "NaN" not in str(err):
-                    raise
-                nll, n = math.nan, 1
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            if not (math.isfinite(nll) and bool(torch.isfinite(norm))):
-                result.status = "nan"
-                result.message = (f"stopped at step {step + 1}: the loss or gradient is NaN/inf "
-                                  f"(lr {lr:.2e}). The update was not applied; the last good "
-                                  "checkpoint (if any) is kept. Try a lower lr or grad_clip.")
-                print(result.message)
-                break
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            tokens += sum(b["input_ids"].numel() for b in micro)
-            t_tokens += sum(b["input_ids"].numel() for b in micro)
-            run_nll, run_n = run_nll + nll, run_n + n
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{nll / n:.3f}")
-            if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-                tok_s = t_tokens / (_now() - t0)
-                record(run_nll / run_n, lr, tok_s)
-                save()
-                run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
-            if callback is not None and callback(step, model):
-                result.status = "stopped"
-                save()
-                break
-    except KeyboardInterrupt:
-        result.status = "interrupted"
-        result.message = f"interrupted at step {step}; returning the history so far."
-        print(result.message)
+                from tqdm.auto import tqdm
+                bar = tqdm(total=cfg.max_steps, initial=step, desc="train", leave=False)
+            except ImportError:
+                pass
+        model.train()
+        try:
+            if not history:
+                record(evaluate(evaluator, corpus, "train", **ev).mean_nll if ctx.is_main else 0.0,
+                       0.0, 0.0)
+            run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
+            while step < cfg.max_steps:
+                lr = lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps,
+                           max_steps=cfg.max_steps)
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                micro = [corpus.batch("train", cfg.batch_size, cfg.block_size, generator=gen)
+                         for _ in range(cfg.grad_accum)]              # on the host; moved in _backward
+                try:
+                    nll_t, count_t = _backward(fwd, micro, autocast, ctx, device)
+                    # max_norm is validated finite and > 0, so a finite norm means finite clipped grads
+                    norm_t = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    stats = torch.stack([all_reduce_sum(nll_t, ctx), count_t,
+                                         norm_t.to(nll_t.dtype)]).tolist()   # sync: the one per step
+                    nll, n, norm = stats[0], int(stats[1]), stats[2]
+                    if not (math.isfinite(nll) and math.isfinite(norm) and math.isfinite(lr)):
+                        raise NonFiniteLossError("the loss or gradient is NaN/inf")
+                except NonFiniteLossError:
+                    result.status = "nan"
+                    result.message = (f"stopped at step {step + 1}: the loss or gradient is NaN/inf "
+                                      f"(lr {lr:.2e}). The update was not applied; the last good "
+                                      "checkpoint (if any) is kept. Try a lower lr or grad_clip.")
+                    if ctx.is_main:
+                        print(result.message)
+                    break
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                step += 1
+                step_tokens = sum(b["input_ids"].numel() for b in micro) * ctx.world_size
+                tokens += step_tokens
+                t_tokens += step_tokens
+                run_nll, run_n = run_nll + nll, run_n + n
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{nll / n:.3f}")
+                if step % cfg.eval_interval == 0 or step == cfg.max_steps:
+                    record(run_nll / run_n, lr, t_tokens / (_now() - t0))
+                    save()
+                    run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
+                stop = callback is not None and bool(callback(step, model))
+                if callback is not None and any_rank(stop, ctx):   # sync (only with a callback, DDP)
+                    result.status = "stopped"
+                    save()
+                    break
+        except KeyboardInterrupt:
+            result.status = "interrupted"
+            result.message = f"interrupted at step {step}; returning the history so far."
+            print(result.message)
+        result.best_step, result.best_val_loss = best_step, best_val
+        if out_dir is not None and cfg.keep_best and (out_dir / "best.pt").exists():
+            result.best_path = out_dir / "best.pt"
     finally:
         if bar is not None:
             bar.close()
         torch.set_num_threads(old_threads)
+        torch.set_float32_matmul_precision(old_precision)
+        teardown(ctx)
     model.eval()
     return result
 
