@@ -22,7 +22,7 @@ __all__ = ["CharTokenizer", "ByteTokenizer", "ChatTokenizer", "KNOWN_CORPORA", "
            "chat_arithmetic_entropy", "unigram_entropy", "train_val_split", "random_windows",
            "pack_whole_documents", "TextCorpus", "DocumentCorpus", "load_corpus", "CORPORA"]
 
-CORPORA = ("python-docs", "chat-arithmetic", "file", "tinyshakespeare")
+CORPORA = ("python-docs", "python-stdlib", "chat-arithmetic", "file", "tinyshakespeare")
 
 
 def python_docs_text() -> str:
@@ -194,6 +194,9 @@ def load_corpus(name: str, *, path=None, tokenizer: str = "char", n_documents: i
     """A ready corpus by name: 'python-docs', 'chat-arithmetic', 'file' (with ``path``) or
     'tinyshakespeare' (downloaded once, checksummed). Text corpora use a
     :class:`CharTokenizer` built from the text, or ``tokenizer="byte"``."""
+    if name == "python-stdlib":                  # the interpreter's own .py files, one per document
+        from .stdlib_corpus import load_python_stdlib
+        return load_python_stdlib()
     if name == "chat-arithmetic":
         tok = ChatTokenizer()
         docs = [tok.encode(t) for t in chat_arithmetic(n_documents, seed=seed, low=low, high=high, ops=ops)]

@@ -54,8 +54,8 @@ PRESETS = {
     "cpu": TrainConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, batch_size=32,
                        max_steps=200, warmup_steps=20, eval_interval=50, eval_batches=8,
                        lr=3e-3, min_lr=3e-4, num_threads=1),
-    # 2000 steps x 64 x 256 = 32.8M tokens: about 2.9 epochs of python-stdlib's training split
-    # (11.2M bytes on CPython 3.11), so the run ends before it memorises; best.pt keeps the
+    # 2000 steps x 64 x 256 = 32.8M tokens: about 3.2 epochs of python-stdlib's training split
+    # (10.2M bytes on CPython 3.11), so the run ends before it memorises; best.pt keeps the
     # lowest validation loss in case it starts to overfit anyway.
     "gpu": TrainConfig(corpus="python-stdlib", n_layer=6, n_head=6, n_embd=384, block_size=256,
                        batch_size=64, dropout=0.2, max_steps=2000, warmup_steps=100,
