@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 
 __all__ = ["require_tensor", "require_float", "require_int", "require_labels_in_range",
@@ -64,22 +65,31 @@ def require_labels_in_range(name: str, labels: torch.Tensor, vocab_size: int,
 
 
 def require_positive_int(name: str, x) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
+    """A Python/NumPy int >= 1 (never a bool), returned as int."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
         raise TypeError(f"{name} must be an int; got {_describe(x)}.")
     if x < 1:
         raise ValueError(f"{name} must be at least 1; got {x}.")
-    return x
+    return int(x)
 
 
-def require_int_scalar(name: str, x, *, min: int | None = None, max: int | None = None) -> int:
-    """A Python/NumPy int (never a bool, float or string) within [min, max]."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        raise TypeError(f"{name} must be an int; got {_describe(x)}.")
+def require_int_scalar(name: str, x, *, min: int | None = None, max: int | None = None,
+                       tensor_ok: bool = False, hint: str = "") -> int:
+    """A Python/NumPy int (never a bool, float or string) within [min, max], returned as int.
+
+    ``tensor_ok=True`` also accepts a 0-d int64/int32 tensor (e.g. a count from ``.sum()``).
+    ``hint`` (how to fix it) is appended to the message.
+    """
+    hint = f" {hint}" if hint else ""
+    if tensor_ok and isinstance(x, torch.Tensor) and x.dim() == 0 and x.dtype in ID_DTYPES:
+        x = int(x)
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name} must be an int; got {_describe(x)}.{hint}")
     x = int(x)
     if min is not None and x < min:
-        raise ValueError(f"{name} must be at least {min}; got {x}.")
+        raise ValueError(f"{name} must be at least {min}; got {x}.{hint}")
     if max is not None and x > max:
-        raise ValueError(f"{name} must be at most {max}; got {x}.")
+        raise ValueError(f"{name} must be at most {max}; got {x}.{hint}")
     return x
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._validate import (require_float, require_int, require_labels_in_range,
-                        require_positive_int, require_tensor)
+from ._validate import (require_float, require_int, require_int_scalar,
+                        require_labels_in_range, require_positive_int, require_tensor)
 from .shift import IGNORE_INDEX, shift_for_next_token
 
 __all__ = ["causal_lm_loss", "chunked_causal_lm_loss"]
@@ -36,10 +36,17 @@ def _denominator(reduction: str, n_valid: int, num_items):
     if num_items is not None:
         if reduction != "mean":
             raise ValueError(f"num_items only applies to reduction='mean'; got reduction={reduction!r}.")
-        n = float(num_items.item() if isinstance(num_items, torch.Tensor) else num_items)
-        if not n > 0:
-            raise ValueError(f"num_items must be a positive count of valid targets; got {num_items!r}.")
-        return n
+        n = require_int_scalar("num_items", num_items, tensor_ok=True,
+                               hint="It counts the valid targets of the whole accumulated batch: "
+                                    "sum(num_valid_targets(labels) for each micro-batch).")
+        if n < 1:
+            raise ValueError(f"num_items must be a positive count of valid targets; got {n}.")
+        if n < n_valid:
+            raise ValueError(f"num_items must be at least the number of valid targets in this "
+                             f"batch ({n_valid}); got {n}. It counts the valid targets of the "
+                             "whole accumulated batch, so it can never be smaller than one "
+                             "micro-batch's count.")
+        return float(n)
     if reduction == "mean":
         if n_valid == 0:
             raise ValueError("no valid target: every label after the shift is ignore_index, so the "
@@ -47,6 +54,12 @@ def _denominator(reduction: str, n_valid: int, num_items):
                              "num_items (the whole accumulated batch's count).")
         return float(n_valid)
     return 1.0
+
+
+def _require_ignore_index(ignore_index) -> int:
+    return require_int_scalar("ignore_index", ignore_index, tensor_ok=True,
+                              hint=f"It is the label value that marks an unscored target "
+                                   f"(lmcore uses IGNORE_INDEX = {IGNORE_INDEX}).")
 
 
 def _require_finite(name: str, x: torch.Tensor) -> None:
@@ -68,8 +81,12 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: 
     """
     require_tensor("logits", logits, 3, "(N, L, V)")
     require_float("logits", logits)
+    ignore_index = _require_ignore_index(ignore_index)
     shift_logits, shift_labels = shift_for_next_token(logits, labels)
     V = logits.shape[-1]
+    if V == 0:
+        raise ValueError(f"logits must score at least one token (V >= 1); got shape "
+                         f"{tuple(logits.shape)}. The last dimension is the vocabulary.")
     require_labels_in_range("labels", shift_labels, V, ignore_index)
     _require_finite("logits", shift_logits)
     valid = shift_labels != ignore_index
@@ -155,8 +172,12 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
     require_float("weight", weight)
     require_tensor("labels", labels, 2, "(N, L)")
     require_int("labels", labels)
+    ignore_index = _require_ignore_index(ignore_index)
     N, L, D = hidden.shape
     V = weight.shape[0]
+    if V == 0:
+        raise ValueError(f"weight must have at least one row (V >= 1, shape (V, D)); got shape "
+                         f"{tuple(weight.shape)}.")
     if weight.shape[1] != D:
         raise ValueError(f"weight must have shape (V, D) with D = {D} (hidden's last dim); got "
                          f"{tuple(weight.shape)}. Pass the output projection, e.g. model.lm_head.weight.")

@@ -6,9 +6,11 @@ perplexities) weights a short batch like a long one and gives a different, wrong
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
+from ._validate import _describe, require_int_scalar, require_real
 from .loss import causal_lm_loss
 from .shift import IGNORE_INDEX, num_valid_targets
 
@@ -20,16 +22,23 @@ LN2 = math.log(2.0)
 
 def nats_to_bits(nats: float) -> float:
     """A loss in nats (natural log) in bits (log base 2): divide by ln 2."""
-    return nats / LN2
+    return require_real("nats", nats, finite=False) / LN2
 
 
 def bits_to_nats(bits: float) -> float:
-    return bits * LN2
+    return require_real("bits", bits, finite=False) * LN2
 
 
 def perplexity_from_nll(mean_nll_nats: float) -> float:
-    """exp(mean NLL): the effective number of equally likely choices per token."""
-    return math.exp(mean_nll_nats)
+    """exp(mean NLL): the effective number of equally likely choices per token.
+
+    A mean NLL above ~709.78 nats gives ``inf`` (beyond the largest float), not an error.
+    """
+    x = require_real("mean_nll_nats", mean_nll_nats, min=0.0, finite=False)
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
@@ -38,16 +47,19 @@ def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
     Unlike perplexity this does not depend on the tokenizer, so it compares models that split
     text differently. From a mean loss: ``bits_per_byte(mean_nll * n_tokens, n_bytes)``.
     """
+    n_bytes = require_int_scalar("n_bytes", n_bytes,
+                                 hint="It is the text's length in UTF-8 bytes: len(text.encode()).")
     if n_bytes <= 0:
         raise ValueError(f"n_bytes must be positive; got {n_bytes}.")
-    return total_nll_nats / (LN2 * n_bytes)
+    total = require_real("total_nll_nats", total_nll_nats, min=0.0)
+    return total / (LN2 * n_bytes)
 
 
 class PerplexityMeter:
     """Accumulates summed NLL and valid-target counts; reports token-weighted averages."""
 
     def __init__(self, ignore_index: int = IGNORE_INDEX):
-        self.ignore_index = ignore_index
+        self.ignore_index = require_int_scalar("ignore_index", ignore_index, tensor_ok=True)
         self.reset()
 
     def reset(self) -> None:
@@ -64,13 +76,24 @@ class PerplexityMeter:
 
     def update_sums(self, total_nll: float, n_tokens: int) -> None:
         """Add a precomputed summed NLL (nats) over ``n_tokens`` valid targets."""
-        total_nll = float(total_nll)
-        if isinstance(n_tokens, torch.Tensor):
-            n_tokens = int(n_tokens)
-        if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
+        n_tokens = require_int_scalar("n_tokens", n_tokens, tensor_ok=True,
+                                      hint="Pass the count of valid targets (num_valid_targets).")
+        if n_tokens < 0:
             raise ValueError(f"n_tokens must be a non-negative int; got {n_tokens!r}.")
+        if isinstance(total_nll, torch.Tensor) and total_nll.dim() == 0 \
+                and total_nll.is_floating_point():
+            total_nll = float(total_nll)
+        if isinstance(total_nll, bool) or not isinstance(total_nll, numbers.Real):
+            raise TypeError(f"total_nll must be a number (a summed NLL in nats); got "
+                            f"{_describe(total_nll)}.")
+        total_nll = float(total_nll)
         if not math.isfinite(total_nll) or total_nll < 0:
             raise ValueError(f"total_nll must be a finite, non-negative sum of NLLs; got {total_nll}.")
+        if n_tokens == 0 and total_nll != 0:
+            raise ValueError(f"total_nll must be 0 when n_tokens is 0 (no target, no loss); got "
+                             f"{total_nll}. Pass the summed NLL together with its own count.")
+        if not math.isfinite(self.total_nll + total_nll):
+            raise ValueError(f"total_nll {total_nll} would make the running sum overflow to inf.")
         self.total_nll += total_nll
         self.n_tokens += n_tokens
 

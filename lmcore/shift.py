@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from ._validate import require_int, require_positive_int, require_tensor
+from ._validate import require_int, require_int_scalar, require_positive_int, require_tensor
 
 __all__ = ["IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
            "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
@@ -46,6 +46,7 @@ def num_valid_targets(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) ->
     """How many targets ``labels`` (N, L) yields after the shift (the loss's denominator)."""
     require_tensor("labels", labels, 2, "(N, L)")
     require_int("labels", labels)
+    ignore_index = require_int_scalar("ignore_index", ignore_index, tensor_ok=True)
     return int((labels[:, 1:] != ignore_index).sum())
 
 

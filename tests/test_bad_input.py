@@ -258,7 +258,7 @@ def test_perplexity_errors():
             getattr(meter, prop)
     with raises(ValueError, "n_tokens", "-1"):
         meter.update_sums(1.0, -1)
-    with raises(ValueError, "n_tokens", "2.5"):
+    with raises(TypeError, "n_tokens", "2.5"):
         meter.update_sums(1.0, 2.5)
     with raises(ValueError, "total_nll", "nan"):
         meter.update_sums(math.nan, 3)
