@@ -79,6 +79,9 @@ def compare(expected, got, *, atol: float = 1e-6, rtol: float = 1e-5) -> str | N
         return f"expected numbers like {_short(expected)}, got {_short(got)}"
     if e.shape != g.shape:
         return f"expected shape {e.shape}, got shape {g.shape}"
+    why = _kind_mismatch(expected, e, got, g)
+    if why:
+        return why
     if e.dtype == bool or g.dtype == bool:
         return None if np.array_equal(e, g) else f"expected {_short(expected)}, got {_short(got)}"
     if not np.all(np.isfinite(g.astype(np.float64))) and np.all(np.isfinite(e.astype(np.float64))):
@@ -86,6 +89,25 @@ def compare(expected, got, *, atol: float = 1e-6, rtol: float = 1e-5) -> str | N
     if not np.allclose(g.astype(np.float64), e.astype(np.float64), atol=atol, rtol=rtol):
         return f"expected {_short(expected)}, got {_short(got)}"
     return None
+
+
+_KINDS = {"b": "bool", "i": "integer", "u": "integer", "f": "floating-point", "c": "complex"}
+_WHY_KIND = {"bool": "a mask must be bool: a float 0/1 mask is *added* to attention scores, not "
+                     "used to select", "integer": "ids and labels must be integers (int64): "
+                     "cross_entropy and embeddings need integer indices"}
+
+
+def _kind_mismatch(expected, e, got, g) -> str | None:
+    """Where the reference returns a tensor or array, its dtype's kind (bool, integer, float)
+    carries meaning: float labels or a float 0/1 mask are a different thing. Widths may differ."""
+    if not isinstance(expected, (torch.Tensor, np.ndarray)):
+        return None
+    want, have = _KINDS.get(e.dtype.kind), _KINDS.get(g.dtype.kind)
+    if want == have or want is None:
+        return None
+    dtype = got.dtype if isinstance(got, (torch.Tensor, np.ndarray)) else type(got).__name__
+    return (f"expected a {want} result, got dtype {dtype}"
+            + (f" ({_WHY_KIND[want]})" if want in _WHY_KIND else ""))
 
 
 def _is_numeric_seq(x) -> bool:
@@ -148,3 +170,4 @@ def check_choices(name: str, answers_fn: Callable[[], dict], expected: dict[Any,
         return False
     print(f"{PASS} {name}: all {len(expected)} answers right.")
     return True
+

@@ -60,3 +60,31 @@ def test_check_choices(capsys):
         raise NotImplementedError
     assert not check_choices("bugs", stub, expected)
     assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_compare_rejects_a_dtype_of_another_kind_where_it_carries_meaning():
+    labels = torch.tensor([[3, -100], [4, 5]])
+    assert compare(labels, labels.clone()) is None
+    assert compare(labels, labels.int()) is None                     # the width may differ
+    why = compare(labels, labels.float())
+    assert why and "integer" in why and "float32" in why
+    mask = torch.tensor([[True, False], [True, True]])
+    assert compare(mask, mask.clone()) is None
+    why = compare(mask, mask.float())
+    assert why and "bool" in why and "added" in why
+    assert "bool" in compare(mask, mask.long())
+    assert compare(np.array([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)) is None
+    assert "floating-point" in compare(torch.tensor([1.0, 2.0]), torch.tensor([1, 2]))
+    assert compare(3, 3.0) is None and compare([1, 2], [1.0, 2.0]) is None   # plain numbers: values only
+
+
+def test_check_rejects_float_labels_and_float_masks(capsys):
+    from lmcore.shift import document_causal_mask, labels_from_attention_mask
+
+    ids, mask = torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 1, 1, 0]])
+    assert check("labels", labels_from_attention_mask, labels_from_attention_mask, [(ids, mask)])
+    assert not check("labels", lambda i, m: labels_from_attention_mask(i, m).float(),
+                     labels_from_attention_mask, [(ids, mask)])
+    doc = torch.tensor([[0, 0, 1, 1]])
+    assert not check("mask", lambda d: document_causal_mask(d).float(), document_causal_mask, [(doc,)])
+    assert "added" in capsys.readouterr().out
