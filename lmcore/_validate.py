@@ -120,6 +120,7 @@ def require_choice(name: str, x, choices) -> object:
 
 
 def require_bool(name: str, x) -> bool:
-    if not isinstance(x, bool):
+    """True or False (a NumPy bool too), never an int or a string; returned as bool."""
+    if not isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False; got {_describe(x)}.")
-    return x
+    return bool(x)

@@ -10,13 +10,16 @@ only: the label shift and the loss live in :mod:`lmcore.shift` and :mod:`lmcore.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+
+import numpy as np
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._validate import require_int, require_tensor
+from ._validate import _describe, require_bool, require_int, require_int_scalar, require_tensor
 from .shift import document_causal_mask
 
 __all__ = ["GPTConfig", "GPT"]
@@ -37,15 +40,31 @@ class GPTConfig:
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"GPTConfig.{name} must be a positive int; got {_describe(value)}.")
+            if value < 1:
                 raise ValueError(f"GPTConfig.{name} must be a positive int; got {value!r}.")
+            setattr(self, name, int(value))
         if self.n_embd % self.n_head:
             raise ValueError(f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head "
                              f"({self.n_head}): each head gets n_embd // n_head dimensions.")
+        self.dropout = _real("dropout", self.dropout, "in [0, 1)")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}.")
-        if not self.init_std > 0:
-            raise ValueError(f"GPTConfig.init_std must be positive; got {self.init_std!r}.")
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}. "
+                             "It is the probability of zeroing an activation (0 turns it off).")
+        self.init_std = _real("init_std", self.init_std, "positive")
+        if not (self.init_std > 0 and math.isfinite(self.init_std)):
+            raise ValueError(f"GPTConfig.init_std must be positive and finite; got "
+                             f"{self.init_std!r}. It is the std of the normal init (GPT-2: 0.02).")
+        if not isinstance(self.bias, (bool, np.bool_)):
+            raise TypeError(f"GPTConfig.bias must be True or False; got {_describe(self.bias)}.")
+        self.bias = bool(self.bias)
+
+
+def _real(name: str, value, what: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"GPTConfig.{name} must be a number {what}; got {_describe(value)}.")
+    return float(value)
 
 
 class CausalSelfAttention(nn.Module):
@@ -99,6 +118,7 @@ class GPT(nn.Module):
         super().__init__()
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}.")
+        config.__post_init__()                  # a config edited after construction, checked again
         self.config = cfg = config
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)      # token embedding (V, D)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)      # position embedding
@@ -189,6 +209,7 @@ class GPT(nn.Module):
         ``non_embedding=True`` leaves out the position table but keeps the tied token table,
         since it is also the output projection whose matmul costs FLOPs (nanoGPT's count).
         """
+        require_bool("non_embedding", non_embedding)
         n = sum(p.numel() for p in self.parameters())
         return n - self.wpe.weight.numel() if non_embedding else n
 
@@ -199,6 +220,7 @@ class GPT(nn.Module):
         PaLM/nanoGPT convention, not halved for the causal mask). ``seq_len`` defaults to
         block_size. Divide (tokens/s * flops_per_token) by the device's peak for MFU.
         """
-        T = self.config.block_size if seq_len is None else seq_len
+        T = (self.config.block_size if seq_len is None
+             else require_int_scalar("seq_len", seq_len, min=1))
         c = self.config
         return 6.0 * self.num_parameters() + 12.0 * c.n_layer * c.n_embd * T
