@@ -32,11 +32,11 @@ _REQUIRED = ("model", "model_config", "tokenizer")
 def tokenizer_state(tokenizer) -> dict:
     """Plain data describing one of lmcore's tokenizers; ValueError for any other tokenizer
     (a checkpoint must be able to rebuild it, so this refuses before anything is written)."""
-    if isinstance(tokenizer, CharTokenizer):
+    if type(tokenizer) is CharTokenizer:         # exact types: a subclass may encode differently
         return {"kind": "char", "chars": list(tokenizer.chars)}
-    if isinstance(tokenizer, ByteTokenizer):
+    if type(tokenizer) is ByteTokenizer:
         return {"kind": "byte"}
-    if isinstance(tokenizer, ChatTokenizer):
+    if type(tokenizer) is ChatTokenizer:
         return {"kind": "chat"}
     raise ValueError(f"cannot describe a tokenizer of type {type(tokenizer).__name__} in a "
                      "checkpoint (lmcore stores CharTokenizer, ByteTokenizer and ChatTokenizer), so "

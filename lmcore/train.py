@@ -119,7 +119,12 @@ def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_s
         b = {k: v.to(device) for k, v in b.items()}
         with autocast():
             logits = model(b["input_ids"], **_model_kwargs(b))
-        meter.update(logits.float(), b["labels"])            # sync: the meter sums on the host
+        try:
+            meter.update(logits.float(), b["labels"])        # sync: the meter sums on the host
+        except ValueError:
+            if not bool(torch.isfinite(logits).all()):        # sync, only on this failure
+                raise NonFiniteLossError(f"the model gives NaN/inf logits on the {split} split") from None
+            raise
     model.train(was_training)
     return meter
 
@@ -260,7 +265,20 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
                     bar.update(1)
                     bar.set_postfix(loss=f"{nll / n:.3f}")
                 if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-                    record(run_nll / run_n, lr, t_tokens / (_now() - t0))
+                    broken = False
+                    try:
+                        record(run_nll / run_n, lr, t_tokens / (_now() - t0))
+                    except NonFiniteLossError:        # this step's update broke the weights
+                        broken = True
+                    if any_rank(broken, ctx):         # rank 0 evaluates; all ranks stop together
+                        result.status = "nan"
+                        result.message = (f"stopped after step {step}: its update (lr {lr:.2e}) "
+                                          "made the model's outputs NaN/inf. This state was not "
+                                          "saved; the last good checkpoint (if any) is kept. "
+                                          "Try a lower lr.")
+                        if ctx.is_main:
+                            print(result.message)
+                        break
                     save()
                     run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
                 stop = callback is not None and bool(callback(step, model))
