@@ -171,3 +171,9 @@ def check_choices(name: str, answers_fn: Callable[[], dict], expected: dict[Any,
     print(f"{PASS} {name}: all {len(expected)} answers right.")
     return True
 
+
+# Under nbgrader's autograder (it sets NBGRADER_EXECUTION) a check that does not pass raises
+# AssertionError, so its test cell loses its points; elsewhere both are unchanged.
+from .autograding import when_grading as _when_grading  # noqa: E402
+
+check, check_choices = _when_grading(check), _when_grading(check_choices)
