@@ -1,6 +1,6 @@
 """Notebook 07 (debugging label bugs): what the notebook shows. The figures of a pipeline's
 training and of the bugs' signatures, the pipeline explorer widget, and the two exercises: name
-the bug of five mystery pipelines, write a loss_fn that passes ``run_checks``.
+the bug of six mystery pipelines, write a loss_fn that passes ``run_checks``.
 """
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from ..diagnose import CHECK_NAMES, run_checks
 from ..presets import cpu_threads
 from ..shift import IGNORE_INDEX
 from .checks import Case, check, check_choices
-from .debugging import (L, PIPELINES, ROWS, V, diagnose_pipeline, documents, entropy_floor,
-                        loss_correct, loss_verdict, tiny_gpt, train_pipeline)
+from .debugging import (EOS, L, PAD, PIPELINES, ROWS, V, diagnose_pipeline, documents,
+                        entropy_floor, loss_correct, loss_verdict, tiny_gpt, train_pipeline)
+from .padding import forward_with_mask, position_ids_from_attention_mask
 from .style import COLORS, new_figure
 
 __all__ = ["plot_pipeline", "plot_signatures", "pipeline_explorer", "BUG_CHOICES",
-           "mystery_pipelines", "check_mystery", "check_loss_fn"]
+           "mystery_pipelines", "mystery_report", "check_mystery", "check_loss_fn"]
 
 
 def plot_pipeline(key: str = "same_position"):
@@ -75,7 +76,7 @@ def pipeline_explorer(key: str = "same_position"):
         plt.close(fig)
         p = PIPELINES[key]
         print(f"symptom: {p.symptom}; what it really learns: {p.consequence}; caught by: {p.caught_by}")
-        print(loss_verdict(key))
+        loss_verdict(key)
         print(diagnose_pipeline(key))
 
     menu = widgets.Dropdown(options=[(p.title, k) for k, p in PIPELINES.items()], value=key,
@@ -88,14 +89,15 @@ def pipeline_explorer(key: str = "same_position"):
 BUG_CHOICES = {k: p.title for k, p in PIPELINES.items()}
 
 
-def _mystery_loss_a(logits, ids, mask):                  # padding scored
-    return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
+def _mystery_loss_a(logits, ids, mask):                  # "ignore the special tokens": EOS too
+    labels = ids.masked_fill((mask == 0) | (ids == PAD) | (ids == EOS), IGNORE_INDEX)
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:])
 
 
-def _mystery_loss_c(logits, ids, mask):                  # correct, written by hand
+def _mystery_loss_c(logits, ids, mask):                  # correct: log-probabilities are fine logits
     labels = ids.masked_fill(mask == 0, IGNORE_INDEX)[:, 1:]
-    total = F.cross_entropy(logits[:, :-1].reshape(-1, V), labels.reshape(-1), reduction="sum")
-    return total / (labels != IGNORE_INDEX).sum()
+    logp = F.log_softmax(logits[:, :-1], dim=-1)
+    return F.nll_loss(logp.reshape(-1, V), labels.reshape(-1))
 
 
 def _mystery_loss_d(logits, ids, mask):                  # the collator shifted, the loss too
@@ -108,27 +110,46 @@ def _mystery_loss_e(logits, ids, mask):                  # micro-batches of two 
                         for i in range(0, len(ids), 2)]).mean()
 
 
-_MYSTERY_ANSWERS = {"A": "padding_scored", "B": "sees_future", "C": "correct",
-                    "D": "double_shift", "E": "batch_means"}
+def _padding_only_attention(model, ids, mask):          # the padding mask, the causal part forgotten
+    N, T = ids.shape
+    x = model.wte(ids) + model.wpe(position_ids_from_attention_mask(mask))
+    for block in model.blocks:
+        x = block(x, mask.bool()[:, None, None, :].expand(N, 1, T, T))
+    return model.lm_head(model.ln_f(x))
+
+
+_MYSTERY_ANSWERS = {"A": "eos_is_pad", "B": "sees_future", "C": "correct", "D": "double_shift",
+                    "E": "batch_means", "F": "no_position_reset"}
 
 
 def mystery_pipelines(seed: int = 0) -> dict:
-    """Five pipelines ``{letter: (forward, loss_fn)}``, each with a fresh tiny GPT; which bug?"""
+    """Six pipelines ``{letter: (forward, loss_fn)}`` on one fresh tiny GPT, fed padded (never
+    packed) batches; which bug does each have? Run them with :func:`mystery_report`."""
     model = tiny_gpt(seed)
-    plain = lambda ids, mask: model(ids)                                   # noqa: E731
-    reads_labels = lambda ids, mask: model(torch.cat([ids[:, 1:], ids[:, -1:]], 1))  # noqa: E731
-    return {"A": (plain, _mystery_loss_a), "B": (reads_labels, loss_correct),
-            "C": (plain, _mystery_loss_c), "D": (plain, _mystery_loss_d), "E": (plain, _mystery_loss_e)}
+    masked = lambda ids, mask: forward_with_mask(model, ids, mask)                 # noqa: E731
+    pads_as_documents = lambda ids, mask: model(ids, document_ids=mask - 1)       # noqa: E731
+    return {"A": (masked, _mystery_loss_a),
+            "B": (lambda ids, mask: _padding_only_attention(model, ids, mask), loss_correct),
+            "C": (masked, _mystery_loss_c), "D": (masked, _mystery_loss_d),
+            "E": (masked, _mystery_loss_e), "F": (pads_as_documents, loss_correct)}
+
+
+def mystery_report(letter: str, seed: int = 0):
+    """``run_checks`` on mystery pipeline ``letter`` (PAD 0, EOS 1, as for every pipeline here)."""
+    forward, loss_fn = mystery_pipelines(seed)[letter]
+    with cpu_threads(1):
+        return run_checks(forward, loss_fn, vocab_size=V, seq_len=L, pad_id=PAD, eos_id=EOS)
 
 
 def check_mystery(answers_fn) -> bool:
-    """Grade ``answers_fn() -> {letter: pipeline key}`` for the five mystery pipelines."""
+    """Grade ``answers_fn() -> {letter: pipeline key}`` for the six mystery pipelines."""
     hints = {}
-    for letter, (forward, loss_fn) in mystery_pipelines().items():
-        with cpu_threads(1):
-            failed = run_checks(forward, loss_fn, vocab_size=V, seq_len=L).failed
-        hints[letter] = (f"it fails {', '.join(failed)}" if failed else "it passes every check") + \
-            "; find the pipeline with the same signature in the table above."
+    for letter in _MYSTERY_ANSWERS:
+        failed = mystery_report(letter).failed
+        hints[letter] = (f"it fails {', '.join(failed)}: find the pipeline that fails exactly these "
+                         "rows in the grid of section 5" if failed else
+                         "it passes every check; of the pipelines that pass everything, only one "
+                         "is possible for padded rows (none of the mysteries packs documents)")
     return check_choices("name_the_bugs", answers_fn, _MYSTERY_ANSWERS, hints)
 
 
@@ -154,7 +175,8 @@ def check_loss_fn(fn) -> bool:
     if ok:
         model = tiny_gpt(0)
         with cpu_threads(1):
-            report = run_checks(lambda ids, mask: model(ids), fn, vocab_size=V, seq_len=L)
+            report = run_checks(lambda ids, mask: forward_with_mask(model, ids, mask), fn,
+                                vocab_size=V, seq_len=L, pad_id=PAD, eos_id=EOS)
         print(f"{'✓' if report.passed else '✗'} run_checks on your loss: {str(report).splitlines()[0]}")
         ok = report.passed
     return ok

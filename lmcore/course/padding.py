@@ -15,7 +15,8 @@ from .checks import Case, check
 from .style import COLORS, draw_grid, new_figure
 
 __all__ = ["TOKENS", "PAD", "BOS", "EOS", "example_batch", "plot_padding_masks",
-           "tiny_gpt", "pad_id_effect", "context_logits", "ragged_batches", "three_perplexities",
+           "position_ids_from_attention_mask", "forward_with_mask", "real_logit_shift", "tiny_gpt",
+           "pad_id_effect", "context_logits", "ragged_batches", "three_perplexities",
            "compare_perplexities", "plot_perplexities", "accumulation_batch",
            "flat_grad", "check_labels_from_attention_mask", "check_token_weighted_perplexity",
            "check_accumulation"]
@@ -74,6 +75,33 @@ def tiny_gpt(seed: int = 0, vocab_size: int = len(TOKENS), block_size: int = 16)
     torch.manual_seed(seed)
     return GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2,
                          n_embd=16, dropout=0.0, init_std=0.5)).double().eval()
+
+
+def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """position_ids (N, L): each real token's index among the real tokens of its row
+    (``attention_mask.cumsum(-1) - 1``), 0 on padding. A left-padded row then gets the
+    positions it would have without padding."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def forward_with_mask(model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      *, reset_positions: bool = True) -> torch.Tensor:
+    """The GPT called with an attention mask: padding is its own "document" (-1), so real tokens
+    cannot read it, and positions restart after left padding (unless ``reset_positions=False``)."""
+    doc = torch.where(attention_mask == 1, 0, -1)
+    pos = position_ids_from_attention_mask(attention_mask) if reset_positions else None
+    return model(input_ids, document_ids=doc, position_ids=pos)
+
+
+def real_logit_shift(*, reset_positions: bool, seed: int = 0) -> float:
+    """max |Δ logits| of the real tokens of the left-padded example batch against the same rows
+    run one by one without padding (both masks used)."""
+    model = tiny_gpt(seed)
+    ids, mask = example_batch(left=True)
+    with torch.no_grad():
+        out = forward_with_mask(model, ids, mask, reset_positions=reset_positions)
+        return max(float((model(ids[n:n + 1, mask[n] == 1])[0] - out[n, mask[n] == 1]).abs().max())
+                   for n in range(len(ids)))
 
 
 def pad_id_effect(use_attention_mask: bool, use_loss_mask: bool, *, strict: bool = True,

@@ -10,11 +10,13 @@ from lmcore.course import debugging as d
 from lmcore.course import debugging_views as views
 
 SIGNATURES = {"correct": (), "same_position": ("alignment", "perfect_logits", "last_unscored"),
-              "double_shift": ("alignment", "perfect_logits", "all_scored"),
-              "softmax_first": ("perfect_logits",), "padding_scored": ("pad_id",),
-              "batch_means": ("equal_weights",), "packed_causal": (), "eos_is_pad": ("pad_id",),
-              "sees_future": ("future",)}
-LEARNS = {"correct", "padding_scored", "batch_means", "packed_causal"}
+              "double_shift": ("alignment", "perfect_logits", "all_scored", "eos_scored"),
+              "softmax_first": ("perfect_logits",), "padding_scored": ("padding_unscored",),
+              "batch_means": ("equal_weights",), "packed_causal": (), "eos_is_pad": ("eos_scored",),
+              "sees_future": ("future",), "ignores_mask": ("padding_unread", "left_padding"),
+              "no_position_reset": ("left_padding",)}
+LEARNS = {"correct", "padding_scored", "batch_means", "packed_causal", "ignores_mask", "no_position_reset"}
+LEAKS = {"same_position", "sees_future", "padding_scored"}     # reported loss below the floor
 
 
 def test_documents_count_up_by_one_or_two_to_15():
@@ -39,21 +41,37 @@ def test_noncausal_forward_agrees_with_the_gpt_at_the_last_position_only():
     ids = torch.randint(2, d.V, (2, 10), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         a, b = model(ids), d.noncausal_forward(model, ids)
+        # padding stays unread: a right-padded row's real tokens see only the real tokens
+        mask = torch.tensor([[1] * 10, [1] * 6 + [0] * 4])
+        c = d.noncausal_forward(model, ids, mask)
+        alone = d.noncausal_forward(model, ids[1:, :6])
     assert torch.allclose(a[:, -1], b[:, -1], atol=1e-5)
     assert not torch.allclose(a[:, 0], b[:, 0], atol=1e-5)
+    assert torch.allclose(c[1, :6], alone[0], atol=1e-5)
 
 
 @pytest.mark.parametrize("key", list(d.PIPELINES))
-def test_every_pipeline_loss_falls_and_its_diagnosis_matches(key):
+def test_every_pipeline_loss_falls_and_its_diagnosis_matches(key, capsys):
     assert d.diagnose_pipeline(key).failed == SIGNATURES[key]
-    verdict = d.loss_verdict(key)
-    assert "loss fell: yes" in verdict
-    assert verdict.endswith(": yes" if key in LEARNS else ": no")
+    assert d.loss_verdict(key) == {"fell": True, "learned": key in LEARNS}
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("below its first loss - 0.25: yes") and len(out) == 2
+    assert out[1].endswith(": yes" if key in LEARNS else ": NO")
+    assert d.below_floor(key) == (key in LEAKS)
 
 
-def test_weights_by_row_show_the_batch_means_bug():
-    assert d.weights_by_row("correct") == [(14, round(1 / 23, 4)), (5, round(1 / 23, 4)), (4, round(1 / 23, 4))]
-    assert d.weights_by_row("batch_means") == [(n, round(1 / (3 * n), 4)) for n in (14, 5, 4)]
+def test_diagnosis_switches_the_model_to_eval_and_back():
+    model = d.tiny_gpt(0).train()
+    report = d.run_checks(lambda i, m: d.forward_with_mask(model, i, m), d.loss_correct,
+                          vocab_size=d.V, eos_id=d.EOS, model=model)
+    assert report.passed and model.training
+
+
+def test_weights_by_row_show_the_batch_means_bug_on_the_batch_run_checks_uses():
+    from fractions import Fraction
+    assert d.weights_by_row("correct") == [(n, Fraction(1, 35)) for n in (15, 8, 12)]
+    assert d.weights_by_row("batch_means") == [(n, Fraction(1, 3 * n)) for n in (15, 8, 12)]
+    assert "15/8" in d.diagnose_pipeline("batch_means")["equal_weights"].detail
 
 
 def test_measurements_for_the_bugs_run_checks_cannot_see():
@@ -78,19 +96,28 @@ def _stub():
     raise NotImplementedError
 
 
-ANSWERS = {"A": "padding_scored", "B": "sees_future", "C": "correct", "D": "double_shift",
-           "E": "batch_means"}
+ANSWERS = {"A": "eos_is_pad", "B": "sees_future", "C": "correct", "D": "double_shift",
+           "E": "batch_means", "F": "no_position_reset"}
 
 
 def test_mystery_pipelines_have_the_signatures_the_answers_claim():
-    for letter, (forward, loss_fn) in views.mystery_pipelines().items():
-        failed = set(d.run_checks(forward, loss_fn, vocab_size=d.V, seq_len=d.L).failed) - {"first_loss"}
-        assert failed == set(SIGNATURES[ANSWERS[letter]]), letter
+    for letter in views.mystery_pipelines():
+        assert views.mystery_report(letter).failed == SIGNATURES[ANSWERS[letter]], letter
+
+
+def test_each_mystery_is_identifiable_from_the_grid():
+    """Every mystery's failing rows match exactly one pipeline of the grid, or (for a pipeline
+    that passes all) one of the two that pass all, of which only 'correct' uses padded rows."""
+    for letter, answer in ANSWERS.items():
+        same = [k for k, sig in SIGNATURES.items() if sig == views.mystery_report(letter).failed]
+        assert same == [answer] or (answer == "correct" and same == ["correct", "packed_causal"]), letter
 
 
 def test_check_mystery(capsys):
     assert views.check_mystery(lambda: dict(ANSWERS))
-    assert not views.check_mystery(lambda: dict(ANSWERS, A="eos_is_pad"))
+    assert not views.check_mystery(lambda: dict(ANSWERS, A="padding_scored"))
+    assert not views.check_mystery(lambda: dict(ANSWERS, C="packed_causal"))
+    assert not views.check_mystery(lambda: dict(ANSWERS, F="ignores_mask"))
     assert not views.check_mystery(lambda: dict(ANSWERS, D="same_position", E="correct"))
     assert not views.check_mystery(_stub)
     assert "not attempted yet" in capsys.readouterr().out
@@ -103,7 +130,7 @@ def solution_loss(logits, input_ids, attention_mask):
 
 
 @pytest.mark.parametrize("wrong", [d.loss_same_position, d.loss_padding_scored, d.loss_batch_means,
-                                   d.loss_softmax_first, d.loss_double_shift])
+                                   d.loss_softmax_first, d.loss_double_shift, d.loss_eos_is_pad])
 def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
     assert not views.check_loss_fn(wrong)
     assert "fail" in capsys.readouterr().out
@@ -111,5 +138,5 @@ def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
 
 def test_check_loss_fn_accepts_a_solution(capsys):
     assert views.check_loss_fn(solution_loss)
-    assert "all 9 checks passed" in capsys.readouterr().out
+    assert "all 13 checks passed" in capsys.readouterr().out
     assert not views.check_loss_fn(_stub)
