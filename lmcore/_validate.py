@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Sequence
 
 import numpy as np
 import torch
 
 __all__ = ["require_tensor", "require_float", "require_int", "require_labels_in_range",
            "require_positive_int", "require_int_scalar", "require_real", "require_choice",
-           "require_bool"]
+           "require_bool", "require_token_ids", "require_generator",
+           "require_ids_in_range"]
 
 # Token ids and labels: int32/int64 only. Unsigned dtypes wrap -100 (uint8: 156) and small
 # signed ones overflow real vocabularies and fail inside F.embedding.
@@ -124,3 +126,43 @@ def require_bool(name: str, x) -> bool:
     if not isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False; got {_describe(x)}.")
     return bool(x)
+
+
+def require_token_ids(name: str, ids) -> torch.Tensor:
+    """``ids`` (a list of ints, an int64/int32 tensor or array) as a long tensor; never coerced
+    from floats or bools."""
+    how = f"Pass token ids: a list of ints or an int tensor (convert with {name}.long())."
+    if isinstance(ids, torch.Tensor):
+        return require_int(name, ids).long()
+    if isinstance(ids, np.ndarray):
+        if ids.dtype not in (np.int64, np.int32):
+            raise TypeError(f"{name} must hold int64 or int32 token ids; got a NumPy array of "
+                            f"dtype {ids.dtype}. {how}")
+        return torch.from_numpy(np.ascontiguousarray(ids)).long()
+    if not isinstance(ids, Sequence) or isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be a list or tensor of token ids; got {_describe(ids)}. {how}")
+    for k, t in enumerate(ids):
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Integral):
+            raise TypeError(f"{name} must hold int token ids; got {_describe(t)} at {name}[{k}]. {how}")
+    try:
+        return torch.tensor(list(ids), dtype=torch.long)
+    except (RuntimeError, OverflowError):
+        raise ValueError(f"{name} holds a value too large for int64; is it really token ids?") from None
+
+
+def require_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be None or a torch.Generator (e.g. "
+                        f"torch.Generator().manual_seed(0)); got {_describe(generator)}.")
+
+
+def require_ids_in_range(name: str, ids: torch.Tensor, vocab_size: int | None = None,
+                         hint: str = "") -> torch.Tensor:
+    """Every id in ``ids`` is >= 0 and, when ``vocab_size`` is given, below it."""
+    if ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or (vocab_size is not None and hi >= vocab_size):
+            where = f"in [0, {vocab_size})" if vocab_size is not None else ">= 0"
+            raise ValueError(f"{name} must be token ids {where}; got values from {lo} to {hi}."
+                             f"{' ' + hint if hint else ''}")
+    return ids

@@ -8,13 +8,17 @@ The tokenizers live in :mod:`lmcore.tokenizers` and the download helper in
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
-from ._validate import require_positive_int
+from ._validate import (_describe, require_generator, require_ids_in_range, require_int,
+                        require_int_scalar, require_positive_int, require_real, require_tensor,
+                        require_token_ids)
 from .arithmetic import chat_arithmetic, chat_arithmetic_entropy
 from .download import KNOWN_CORPORA, download, download_corpus
-from .shift import PackedBatch, labels_from_attention_mask, mask_cross_document_targets
+from .shift import (PackedBatch, _packing_inputs, labels_from_attention_mask,
+                    mask_cross_document_targets)
 from .tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
 
 __all__ = ["CharTokenizer", "ByteTokenizer", "ChatTokenizer", "KNOWN_CORPORA", "download",
@@ -51,7 +55,13 @@ def read_text_file(path) -> str:
 
 def unigram_entropy(ids, vocab_size: int | None = None) -> float:
     """Entropy (nats) of the token frequencies in ``ids``: the loss of the best context-free model."""
-    ids = torch.as_tensor(ids).flatten()
+    ids = require_token_ids("ids", ids).flatten()
+    if vocab_size is not None:
+        vocab_size = require_int_scalar("vocab_size", vocab_size, min=1)
+    if ids.numel() == 0:
+        raise ValueError("ids is empty: the entropy of no tokens is undefined. Pass a token stream.")
+    require_ids_in_range("ids", ids, vocab_size, "Drop padding and -100 before counting, and "
+                         "pass the tokenizer's vocab_size.")
     counts = torch.bincount(ids, minlength=vocab_size or 0).double()
     p = counts[counts > 0] / counts.sum()
     return float(-(p * p.log()).sum())
@@ -59,8 +69,12 @@ def unigram_entropy(ids, vocab_size: int | None = None) -> float:
 
 def train_val_split(data, val_fraction: float = 0.1):
     """Split a 1-D token tensor (or a list of documents) into its first and last parts."""
-    if not 0 < val_fraction < 1:
+    if not 0 < require_real("val_fraction", val_fraction, finite=False) < 1:
         raise ValueError(f"val_fraction must be in (0, 1); got {val_fraction!r}.")
+    if not ((isinstance(data, torch.Tensor) and data.dim() >= 1)
+            or (isinstance(data, Sequence) and not isinstance(data, (str, bytes)))):
+        raise TypeError(f"data must be a 1-D token tensor or a list of documents; got "
+                        f"{_describe(data)}.")
     n_val = max(1, int(round(len(data) * val_fraction)))
     if n_val >= len(data):
         raise ValueError(f"data has only {len(data)} items: too few to split off a validation part.")
@@ -69,13 +83,16 @@ def train_val_split(data, val_fraction: float = 0.1):
 
 def random_windows(data: torch.Tensor, batch_size: int, block_size: int, *, generator=None):
     """``input_ids`` (N, L): N windows of L consecutive tokens at uniform random offsets."""
-    require_positive_int("batch_size", batch_size)
-    require_positive_int("block_size", block_size)
-    if data.dim() != 1 or len(data) < block_size:
+    require_tensor("data", data, 1, "(a 1-D token stream)")
+    require_int("data", data)
+    batch_size = require_positive_int("batch_size", batch_size)
+    block_size = require_positive_int("block_size", block_size)
+    require_generator(generator)
+    if len(data) < block_size:
         raise ValueError(f"data must be a 1-D token tensor with at least block_size = {block_size} "
                          f"tokens; got shape {tuple(data.shape)}.")
     starts = torch.randint(0, len(data) - block_size + 1, (batch_size,), generator=generator)
-    return data[starts[:, None] + torch.arange(block_size)]
+    return data[starts[:, None] + torch.arange(block_size)].long()
 
 
 def pack_whole_documents(documents, block_size: int, *, eos_id: int, pad_id: int) -> PackedBatch:
@@ -84,9 +101,7 @@ def pack_whole_documents(documents, block_size: int, *, eos_id: int, pad_id: int
     Documents (each followed by EOS) are placed greedily in order; a row is closed and padded
     when the next one would not fit. Each document is then scored with its full context.
     """
-    require_positive_int("block_size", block_size)
-    if eos_id == pad_id:
-        raise ValueError(f"pad_id must differ from eos_id (both are {eos_id}).")
+    documents, block_size, eos_id, pad_id = _packing_inputs(documents, block_size, eos_id, pad_id)
     ids, docs, pos, row_ids, row_docs, row_pos = [], [], [], [], [], []
 
     def close_row():
@@ -96,8 +111,7 @@ def pack_whole_documents(documents, block_size: int, *, eos_id: int, pad_id: int
         pos.append(row_pos + list(range(n_pad)))
 
     for k, doc in enumerate(documents):
-        doc = list(doc)
-        if not doc or len(doc) + 1 > block_size:
+        if len(doc) + 1 > block_size:
             raise ValueError(f"documents[{k}] has {len(doc)} tokens; each needs 1 to block_size - 1 "
                              f"= {block_size - 1} tokens (plus its EOS).")
         if len(row_ids) + len(doc) + 1 > block_size:
@@ -107,11 +121,20 @@ def pack_whole_documents(documents, block_size: int, *, eos_id: int, pad_id: int
         row_docs += [k] * (len(doc) + 1)
         row_pos += list(range(len(doc) + 1))
     close_row()
-    input_ids, document_ids = torch.tensor(ids), torch.tensor(docs)
+    input_ids, document_ids = torch.tensor(ids, dtype=torch.long), torch.tensor(docs)
     attention_mask = (document_ids >= 0).long()
     labels = mask_cross_document_targets(labels_from_attention_mask(input_ids, attention_mask),
                                          document_ids)
     return PackedBatch(input_ids, labels, document_ids, torch.tensor(pos), attention_mask)
+
+
+def _eval_args(batch_size, block_size, max_batches):
+    batch_size = require_positive_int("batch_size", batch_size)
+    block_size = require_positive_int("block_size", block_size)
+    if max_batches is not None:
+        max_batches = require_int_scalar("max_batches", max_batches, min=1,
+                                         hint="Use None for every batch of the split.")
+    return batch_size, block_size, max_batches
 
 
 class TextCorpus:
@@ -119,7 +142,10 @@ class TextCorpus:
 
     def __init__(self, name: str, tokenizer, ids, val_fraction: float = 0.1):
         self.name, self.tokenizer = name, tokenizer
-        self.ids = torch.as_tensor(ids, dtype=torch.long)
+        self.ids = require_token_ids("ids", ids)
+        if self.ids.dim() != 1:
+            raise ValueError(f"ids must be one token stream (1-D); got shape {tuple(self.ids.shape)}.")
+        require_ids_in_range("ids", self.ids, self.vocab_size, "Encode the text with this tokenizer.")
         self.train, self.val = train_val_split(self.ids, val_fraction)
 
     @property
@@ -131,7 +157,7 @@ class TextCorpus:
         return unigram_entropy(self.ids, self.vocab_size)
 
     def _split(self, split):
-        if split not in ("train", "val"):
+        if not isinstance(split, str) or split not in ("train", "val"):
             raise ValueError(f"split must be 'train' or 'val'; got {split!r}.")
         return self.train if split == "train" else self.val
 
@@ -140,8 +166,12 @@ class TextCorpus:
         return {"input_ids": x, "labels": x}
 
     def eval_batches(self, split: str, batch_size: int, block_size: int, max_batches: int | None = None):
-        """Consecutive non-overlapping windows from the start of the split (deterministic)."""
+        """Consecutive non-overlapping windows from the start of the split (deterministic).
+
+        A split shorter than one row yields nothing (the caller decides whether that is an error).
+        """
         data = self._split(split)
+        batch_size, block_size, max_batches = _eval_args(batch_size, block_size, max_batches)
         n = (len(data) - 1) // block_size
         rows = data[:n * block_size].view(n, block_size)
         for k, i in enumerate(range(0, n, batch_size)):
@@ -159,7 +189,11 @@ class DocumentCorpus(TextCorpus):
 
     def __init__(self, name: str, tokenizer, documents, val_fraction: float = 0.1):
         self.name, self.tokenizer = name, tokenizer
-        self.documents = [list(d) for d in documents]
+        self.documents = _packing_inputs(documents, 2, tokenizer.eos_id, tokenizer.pad_id)[0]
+        for k, d in enumerate(self.documents):
+            if max(d) >= self.vocab_size:
+                raise ValueError(f"documents[{k}] holds {max(d)}, outside the tokenizer's "
+                                 f"vocabulary [0, {self.vocab_size}). Encode it with this tokenizer.")
         self.ids = torch.tensor([t for d in self.documents for t in d + [tokenizer.eos_id]])
         self.train, self.val = train_val_split(self.documents, val_fraction)
         self._packed = {}
@@ -178,10 +212,13 @@ class DocumentCorpus(TextCorpus):
                 "document_ids": pb.document_ids[index], "position_ids": pb.position_ids[index]}
 
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
+        batch_size = require_positive_int("batch_size", batch_size)
+        require_generator(generator)
         pb = self.packed(split, block_size)
         return self._rows(pb, torch.randint(0, len(pb.input_ids), (batch_size,), generator=generator))
 
     def eval_batches(self, split: str, batch_size: int, block_size: int, max_batches: int | None = None):
+        batch_size, block_size, max_batches = _eval_args(batch_size, block_size, max_batches)
         pb = self.packed(split, block_size)
         for k, i in enumerate(range(0, len(pb.input_ids), batch_size)):
             if max_batches is not None and k >= max_batches:

@@ -12,7 +12,8 @@ import numbers
 import numpy as np
 import torch
 
-from ._validate import _describe, require_int, require_int_scalar
+from ._validate import (_describe, require_generator, require_ids_in_range, require_int,
+                        require_int_scalar)
 
 __all__ = ["filter_logits", "next_token_distribution", "generate"]
 
@@ -162,9 +163,7 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
     if not isinstance(model, torch.nn.Module) or not isinstance(block_size, int):
         raise TypeError(f"model must be a causal LM module with config.block_size (e.g. "
                         f"lmcore.GPT); got {type(model).__name__}.")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be None or a torch.Generator (e.g. "
-                        f"torch.Generator().manual_seed(0)); got {_describe(generator)}.")
+    require_generator(generator)
     vocab_size = getattr(model.config, "vocab_size", None)
     if eos_id is not None:
         eos_id = require_int_scalar("eos_id", eos_id, min=0, max=None if vocab_size is None
@@ -172,10 +171,8 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     ids, squeeze = _prompt_tensor(prompt_ids, device)
-    if bool((ids < 0).any()) or (vocab_size is not None and bool((ids >= vocab_size).any())):
-        raise ValueError(f"prompt_ids must be token ids in [0, {vocab_size or 'V'}); got values "
-                         f"from {int(ids.min())} to {int(ids.max())}. Encode the prompt with the "
-                         "model's own tokenizer.")
+    require_ids_in_range("prompt_ids", ids, vocab_size, "Encode the prompt with the model's "
+                         "own tokenizer.")
     was_training = model.training
     model.eval()
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=device)

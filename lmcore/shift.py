@@ -11,9 +11,10 @@ import numbers
 from dataclasses import dataclass, fields
 from typing import Sequence
 
+import numpy as np
 import torch
 
-from ._validate import require_int, require_int_scalar, require_positive_int, require_tensor
+from ._validate import _describe, require_int, require_int_scalar, require_positive_int, require_tensor
 
 __all__ = ["IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
            "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
@@ -103,14 +104,15 @@ class PackedBatch:
         return PackedBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
-def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_id: int,
-                   pad_id: int) -> PackedBatch:
-    """Concatenate documents, each followed by EOS, and cut the stream into rows.
+_INT64_MAX = 2**63 - 1
 
-    Only the last row is padded (with ``pad_id``). ``document_ids`` number the documents in
-    order (-1 on padding); ``position_ids`` restart at 0 where a document starts and at the
-    start of each row (a row cannot see the previous row); ``labels`` hold IGNORE_INDEX at
-    padding and at the first token of each document that follows another in the same row.
+
+def _packing_inputs(documents, block_size, eos_id, pad_id):
+    """The checks every packer shares: ``(documents as lists of int, block_size, eos_id, pad_id)``.
+
+    ``block_size`` an int >= 2; ``eos_id`` and ``pad_id`` distinct non-negative int ids;
+    ``documents`` a non-empty sequence of non-empty token-id sequences (lists, tuples, 1-D
+    tensors or arrays) holding non-negative ints only (never floats, bools or -100).
     """
     block_size = require_positive_int("block_size", block_size)
     if block_size < 2:
@@ -120,22 +122,50 @@ def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_i
             raise TypeError(f"{name} must be an int token id; got {value!r}.")
         if value < 0:
             raise ValueError(f"{name} must be a non-negative token id; got {value}.")
+        if value > _INT64_MAX:
+            raise ValueError(f"{name} must fit in int64 (a token id below 2**63); got {value}.")
+    eos_id, pad_id = int(eos_id), int(pad_id)
     if eos_id == pad_id:
         raise ValueError(f"pad_id must differ from eos_id (both are {eos_id}): if padding looks "
                          "like EOS, the model cannot learn when to stop. Use a dedicated PAD id.")
     if isinstance(documents, torch.Tensor) or not isinstance(documents, Sequence) or not documents:
         raise TypeError("documents must be a non-empty list of token-id lists (or 1-D tensors); "
                         f"got {type(documents).__name__}.")
-    ids, docs = [], []
+    out = []
     for k, doc in enumerate(documents):
-        tokens = doc.tolist() if isinstance(doc, torch.Tensor) else list(doc)
+        if isinstance(doc, (torch.Tensor, np.ndarray)) and doc.ndim == 1:
+            tokens = doc.tolist()
+        elif isinstance(doc, Sequence) and not isinstance(doc, (str, bytes)):
+            tokens = list(doc)
+        else:
+            raise TypeError(f"documents[{k}] must be a list of token ids (or a 1-D tensor); got "
+                            f"{_describe(doc)}. documents is a list of documents: wrap a single "
+                            "document as [ids].")
         if not tokens:
             raise ValueError(f"documents[{k}] is empty; drop empty documents before packing.")
-        if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
-                   for t in tokens):
+        if not all(isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_))
+                   and t >= 0 for t in tokens):
             raise TypeError(f"documents[{k}] must hold non-negative int token ids; got "
                             f"{tokens[:8]}{'...' if len(tokens) > 8 else ''}.")
-        tokens = [int(t) for t in tokens]
+        if max(tokens) > _INT64_MAX:
+            raise ValueError(f"documents[{k}] holds the token id {max(tokens)}, too large for "
+                             "int64; is it really a token id?")
+        out.append([int(t) for t in tokens])
+    return out, block_size, eos_id, pad_id
+
+
+def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_id: int,
+                   pad_id: int) -> PackedBatch:
+    """Concatenate documents, each followed by EOS, and cut the stream into rows.
+
+    Only the last row is padded (with ``pad_id``). ``document_ids`` number the documents in
+    order (-1 on padding); ``position_ids`` restart at 0 where a document starts and at the
+    start of each row (a row cannot see the previous row); ``labels`` hold IGNORE_INDEX at
+    padding and at the first token of each document that follows another in the same row.
+    """
+    documents, block_size, eos_id, pad_id = _packing_inputs(documents, block_size, eos_id, pad_id)
+    ids, docs = [], []
+    for k, tokens in enumerate(documents):
         ids += tokens + [eos_id]
         docs += [k] * (len(tokens) + 1)
     n_rows = -(-len(ids) // block_size)
