@@ -2,6 +2,8 @@
 import math
 
 import matplotlib
+import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -76,13 +78,81 @@ def _stub(*args):
     raise NotImplementedError
 
 
-def test_check_predict_first_loss_accepts_and_rejects(capsys):
-    assert an.check_predict_first_loss(lambda V, s: math.log(V) + s * s / 2)
-    assert not an.check_predict_first_loss(lambda V, s: math.log2(V) + s * s / 2)   # bits
-    assert not an.check_predict_first_loss(lambda V, s: math.log(V))               # no sigma
-    assert not an.check_predict_first_loss(lambda V, s: math.log(V) + s * s)       # no 1/2
-    assert not an.check_predict_first_loss(_stub)
-    assert "not attempted yet" in capsys.readouterr().out
+def _np_sigma(z):
+    z = z.double().reshape(-1, z.shape[-1]).numpy()
+    return float(np.sqrt(np.mean(np.var(z, axis=1))))
+
+
+def test_logit_sigma_is_the_spread_within_each_position():
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(3, 4, 50, generator=g) * 0.7
+    assert math.isclose(an.logit_sigma(z), _np_sigma(z), rel_tol=1e-9)
+    shifted = z + 5.0 * torch.randn(3, 4, 1, generator=g)            # a constant per position
+    assert math.isclose(an.logit_sigma(shifted), an.logit_sigma(z), rel_tol=1e-5)
+    with pytest.raises(TypeError, match="logits"):
+        an.logit_sigma(torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="logits"):
+        an.logit_sigma(torch.ones(2, 1))
+
+
+def test_expected_first_loss_is_the_mean_over_every_target():
+    g = torch.Generator().manual_seed(2)
+    z = torch.randn(2, 3, 40, generator=g, dtype=torch.float64) * 1.3
+    flat = z.reshape(-1, 40)
+    every = torch.stack([F.cross_entropy(flat, torch.full((6,), v)) for v in range(40)]).mean()
+    assert math.isclose(an.expected_first_loss(z), float(every), rel_tol=1e-10)
+
+
+def test_jensen_bounds_the_expected_loss_between_ln_v_and_ln_v_plus_half_sigma_squared():
+    for V, s in ((100, 0.5), (1000, 1.0), (50, 2.0), (5000, 3.0)):   # the bound holds in
+        loss = an.iid_logit_loss(V, s, rows=256)                      # expectation: allow noise
+        assert math.log(V) <= loss <= math.log(V) + s * s / 2 + 0.01
+    # where a few large logits dominate (V not >> e^(sigma^2)) the bound is far from tight
+    assert an.iid_logit_loss(50, 3.0, rows=256) < math.log(50) + 4.5 - 0.5
+    for s in (0.5, 1.0, 2.0):
+        assert abs(an.mean_exp_normal(s) / math.exp(s * s / 2) - 1) < 0.02
+
+
+def test_head_first_loss_follows_gain_times_std_times_sqrt_d():
+    for D, gain in ((768, 1.0), (4096, 1.0), (4096, 4 / 64)):
+        m = an.head_first_loss(D, 2048, gain=gain, rows=32)
+        assert math.isclose(m["sigma_formula"], gain * 0.02 * math.sqrt(D))
+        assert abs(m["sigma"] - m["sigma_formula"]) < 0.02 * m["sigma_formula"]
+        assert abs(m["expected"] - (math.log(2048) + m["sigma_formula"] ** 2 / 2)) < 0.02
+    wide = an.head_first_loss(4096, 2048, rows=32)
+    assert 0.78 < wide["expected"] - wide["ln_v"] < 0.86      # an untied head at D = 4096
+
+
+def test_standard_gain_one_gpt_starts_above_ln_v_and_lmcore_gain_does_not():
+    std = an.first_loss(2048, n_embd=768, final_gain=1.0, batch=2, length=16)
+    assert std["gain"] == 1.0 and abs(std["sigma"] - 0.02 * math.sqrt(768)) < 0.03
+    assert 0.13 < std["expected"] - std["ln_v"] < 0.17
+    ours = an.first_loss(2048, n_embd=768, batch=2, length=16)
+    assert math.isclose(ours["gain"], 4 / math.sqrt(768), rel_tol=1e-6)
+    assert abs(ours["sigma"] - 0.08) < 0.01 and ours["expected"] - ours["ln_v"] < 0.01
+    untied = an.first_loss(2048, n_embd=768, final_gain=1.0, tied=False, batch=2, length=16)
+    assert 0.13 < untied["expected"] - untied["ln_v"] < 0.17
+
+
+def test_check_predict_from_logits_accepts_and_rejects(capsys):
+    def mine(z):
+        V = z.shape[-1]
+        return math.log(V) + _np_sigma(z) ** 2 / 2
+
+    def unbiased(z):
+        return math.log(z.shape[-1]) + float(z.double().var(-1).mean()) / 2
+
+    assert an.check_predict_from_logits(mine) and an.check_predict_from_logits(unbiased)
+    wrongs = [lambda z: math.log(z.shape[-1]) + float(z.std()) ** 2 / 2,      # global std
+              lambda z: math.log2(z.shape[-1]) + _np_sigma(z) ** 2 / 2,      # bits
+              lambda z: math.log(z.shape[-1]) + _np_sigma(z) ** 2,           # no 1/2
+              lambda z: math.log(z.shape[-1]) + _np_sigma(z) / 2,            # sigma, not sigma^2
+              lambda z: math.log(z.shape[1]) + _np_sigma(z) ** 2 / 2,        # L, not V
+              lambda z: math.log(z.shape[-1])]                               # no spread
+    assert not any(an.check_predict_from_logits(w) for w in wrongs)
+    assert not an.check_predict_from_logits(_stub)
+    out = capsys.readouterr().out
+    assert out.count("fail") == len(wrongs) and "not attempted yet" in out
 
 
 def test_check_get_batch_accepts_and_rejects():
