@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-portable test-browser student notebooks figures benchmarks clean
+.PHONY: lab test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,3 +57,22 @@ benchmarks: $(STAMP)
 
 clean:
 	rm -rf $(VENV) student .pytest_cache
+
+# Instructors (needs nbgrader: the `teach` extra, installed here from requirements-teach.txt).
+# Grade SUBMISSIONS/<student>/<notebook>.ipynb with nbgrader's autograder into
+# $(GRADES)/grades.csv and $(GRADES)/feedback/: make grade SUBMISSIONS=dir
+TEACH_STAMP  := $(VENV)/.teach-installed
+GRADES       ?= grades
+CELL_TIMEOUT ?= 120
+
+$(TEACH_STAMP): $(STAMP) requirements-teach.txt
+	$(BIN)/python -m pip install -q -r requirements-teach.txt
+	touch $(TEACH_STAMP)
+
+grade: $(TEACH_STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=grades] [CELL_TIMEOUT=120]"; exit 2; }
+	$(BIN)/python -m lmcore.course.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
+
+# The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end.
+test-teach: $(TEACH_STAMP)
+	$(BIN)/python -m pytest -q tests/teach

@@ -21,6 +21,7 @@ import re
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -32,14 +33,18 @@ __all__ = ["ASSIGNMENT", "nbgrader_config", "prepare_course", "grade_submissions
 
 ASSIGNMENT = "lmcore"
 _CHECK_LINE = re.compile(r"^[✓✗…] .*$", re.M)
-_SUSPECT = re.compile(r"^\s*(def\s+check_\w+|check_\w+\s*=|[\w.]*lmcore[\w.]*\.\w+\s*=|import\s+builtins)",
-                      re.M)
+_SUSPECT = re.compile(r"^\s*(def\s+check_\w+|[\w.]*check_\w+\s*=(?!=)|[\w.]*lmcore[\w.]*\.\w+\s*=(?!=)|"
+                      r"setattr\(|import\s+builtins)", re.M)
 
 
 def nbgrader_config(course_dir, timeout: int):
     """The traitlets config: a local course, SQLite gradebook, ``make student``'s stub, a cell timeout."""
     from traitlets.config import Config
 
+    # nbgrader runs the `alembic` command to create the gradebook: find it next to this Python
+    bindir = str(Path(sys.executable).parent)
+    if shutil.which("alembic") is None and bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     c = Config()
     c.CourseDirectory.root = str(Path(course_dir).resolve())
     c.CourseDirectory.course_id = "lmcore"
@@ -118,6 +123,12 @@ def _notes(submitted: Path, source: Path) -> list[str]:
 def grade_submissions(submissions, out="grades", *, source_dir="notebooks", timeout: int = 120,
                       assignment: str = ASSIGNMENT, log=print) -> dict:
     """Autograde every ``submissions/<student>/*.ipynb``; returns {"columns", "rows", "seconds", ...}."""
+    with warnings.catch_warnings():  # nbgrader 0.9 + SQLAlchemy 2 warn about session autoflush
+        warnings.filterwarnings("ignore", message=".*not in session.*")
+        return _grade(submissions, out, source_dir, timeout, assignment, log)
+
+
+def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
     from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -130,10 +141,6 @@ def grade_submissions(submissions, out="grades", *, source_dir="notebooks", time
     unknown = [n for n in names if not (Path(source_dir) / f"{n}.ipynb").exists()]
     if unknown:
         raise ValueError(f"submissions: notebooks not in {source_dir}/: {unknown}")
-    # nbgrader runs the `alembic` command to create the gradebook: find it next to this Python
-    bindir = str(Path(sys.executable).parent)
-    if shutil.which("alembic") is None and bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     course = out / "course"
     shutil.rmtree(course, ignore_errors=True)
     prepare_course(course, names, source_dir, assignment)

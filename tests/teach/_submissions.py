@@ -1,0 +1,61 @@
+"""Generated submissions for the grading tests: a release made by nbgrader, answers filled in."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from lmcore.course.student import STUB
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def release(course_dir, names, timeout=20) -> Path:
+    """Run ``nbgrader generate_assignment`` on stamped copies; returns the release folder."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    from lmcore.course.grade import ASSIGNMENT, nbgrader_config, prepare_course
+
+    shutil.rmtree(course_dir, ignore_errors=True)
+    prepare_course(course_dir, names, NOTEBOOKS)
+    config = nbgrader_config(course_dir, timeout)
+    result = NbGraderAPI(CourseDirectory(config=config), config=config).generate_assignment(ASSIGNMENT)
+    assert result["success"], result.get("log")
+    return Path(course_dir) / "release" / ASSIGNMENT
+
+
+def reference_body(source_nb, function: str) -> list[str]:
+    """The lines between the solution markers of ``function`` in the source notebook."""
+    for cell in source_nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == function:
+            lines = cell.source.splitlines()
+            begin = next(i for i, s in enumerate(lines) if "### BEGIN SOLUTION" in s)
+            end = next(i for i, s in enumerate(lines) if "### END SOLUTION" in s)
+            return lines[begin + 1:end]
+    raise KeyError(function)
+
+
+def answer(nb, function: str, body: list[str], after: str = "") -> None:
+    """Replace the stub of ``function`` in a released notebook by ``body`` (+ top-level ``after``)."""
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == function:
+            assert STUB in cell.source, f"no stub for {function}"
+            lines = []
+            for line in cell.source.splitlines():
+                if line.strip() == STUB:
+                    lines += body
+                else:
+                    lines.append(line)
+            cell.source = "\n".join(lines) + (f"\n\n{after}" if after else "")
+            return
+    raise KeyError(function)
+
+
+def edit_test_cell(nb, grade_id: str, source: str) -> None:
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source = source
+            return
+    raise KeyError(grade_id)

@@ -1,0 +1,134 @@
+"""Grading the graders: generated submissions go through nbgrader's autograder (make grade).
+
+Notebooks 00 and 01 (three exercises: surprise, stable_softmax, nll_from_logits) are stamped,
+released with ``nbgrader generate_assignment`` and answered in seven ways; every submission is
+graded once by :func:`lmcore.course.grade.grade_submissions` with a 20 s limit per cell.
+"""
+import csv
+
+import nbformat
+import pytest
+
+pytest.importorskip("nbgrader", reason="the teach extra is not installed (make test-teach)")
+
+from _submissions import answer, edit_test_cell, reference_body, release  # noqa: E402
+
+from lmcore.course.grade import grade_submissions  # noqa: E402
+
+NAMES = ["00_start_here", "01_softmax_and_nll"]
+EXERCISES = ["00_surprise", "01_stable_softmax", "01_nll_from_logits"]
+TIMEOUT = 20
+
+
+def _submissions(tmp):
+    released = release(tmp / "release-course", NAMES, TIMEOUT)
+    source = {n: nbformat.read(tmp / "release-course" / "source" / "lmcore" / f"{n}.ipynb", as_version=4)
+              for n in NAMES}
+    ref = {(n, ex): reference_body(source[n], ex) for n, ex in
+           [(NAMES[0], "surprise"), (NAMES[1], "stable_softmax"), (NAMES[1], "nll_from_logits")]}
+
+    def submission(student, changes=()):
+        """Every exercise answered with the reference, then ``changes`` applied: (nb, fn)->edit."""
+        out = tmp / "submissions" / student
+        out.mkdir(parents=True)
+        for name in NAMES:
+            nb = nbformat.read(released / f"{name}.ipynb", as_version=4)
+            for (n, fn), body in ref.items():
+                if n == name and (n, fn) not in dict(changes):
+                    answer(nb, fn, body)
+            for (n, fn), edit in changes:
+                if n == name:
+                    edit(nb, fn)
+            nbformat.write(nb, out / f"{name}.ipynb")
+
+    submission("reference")
+    (tmp / "submissions" / "untouched").mkdir(parents=True)
+    for name in NAMES:
+        (tmp / "submissions" / "untouched" / f"{name}.ipynb").write_bytes((released / f"{name}.ipynb").read_bytes())
+    naive = ["    e = np.exp(z)", "    return e / e.sum()"]
+    submission("one_wrong", [((NAMES[1], "stable_softmax"), lambda nb, fn: answer(nb, fn, naive))])
+    submission("endless_loop", [((NAMES[1], "nll_from_logits"),
+                                 lambda nb, fn: answer(nb, fn, ["    while True:", "        pass"]))])
+    submission("syntax_error", [((NAMES[1], "stable_softmax"), lambda nb, fn: answer(
+        nb, fn, ["    e = np.exp(z - np.max(z)", "    return e / e.sum()"]))])
+
+    def fake_surprise(nb, fn):
+        answer(nb, fn, ["    return 0.0"], after="import lmcore.course.start as _s\n"
+               "_s.check_surprise = lambda fn: print('✓ pass surprise') or True")
+
+    def fake_softmax(nb, fn):
+        answer(nb, fn, ["    return z"], after="def check_stable_softmax(fn):\n"
+               "    print('✓ pass stable softmax')\n    return True")
+
+    def edited_test(nb, fn):
+        answer(nb, fn, ["    return 0.0"])
+        edit_test_cell(nb, "test_nll_from_logits", "print('✓ pass NLL from logits')")
+
+    submission("cheater", [((NAMES[0], "surprise"), fake_surprise),
+                           ((NAMES[1], "stable_softmax"), fake_softmax),
+                           ((NAMES[1], "nll_from_logits"), edited_test)])
+    return tmp / "submissions"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("grading")
+    report = grade_submissions(_submissions(tmp), tmp / "grades", timeout=TIMEOUT, log=lambda *a: None)
+    with open(tmp / "grades" / "grades.csv") as fh:
+        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    feedback = {p.stem: p.read_text() for p in (tmp / "grades" / "feedback").glob("*.md")}
+    return report, rows, feedback
+
+
+def _scores(rows, student):
+    return [float(rows[student][c]) for c in EXERCISES] + [float(rows[student]["total"])]
+
+
+def test_grades_csv_has_one_row_per_student_and_one_column_per_exercise(graded):
+    report, rows, feedback = graded
+    assert report["columns"] == ["student"] + EXERCISES + ["total"]
+    assert sorted(rows) == sorted(feedback) == sorted(
+        ["reference", "untouched", "one_wrong", "endless_loop", "syntax_error", "cheater"])
+    assert report["max"] == 3
+
+
+def test_reference_solutions_score_full_marks(graded):
+    _, rows, feedback = graded
+    assert _scores(rows, "reference") == [1, 1, 1, 3]
+    assert feedback["reference"].count("✓ pass") == 3
+
+
+def test_untouched_student_edition_scores_zero_everywhere(graded):
+    _, rows, feedback = graded
+    assert _scores(rows, "untouched") == [0, 0, 0, 0]
+    assert feedback["untouched"].count("not attempted yet") == 3
+
+
+def test_one_wrong_answer_loses_exactly_that_exercise(graded):
+    _, rows, feedback = graded
+    assert _scores(rows, "one_wrong") == [1, 0, 1, 2]
+    assert "✗ fail stable softmax" in feedback["one_wrong"] and "Hint:" in feedback["one_wrong"]
+
+
+def test_an_endless_loop_times_out_and_loses_only_that_exercise(graded):
+    report, rows, feedback = graded
+    assert _scores(rows, "endless_loop") == [1, 1, 0, 2]
+    assert f"stopped after the {TIMEOUT} s limit per cell" in feedback["endless_loop"]
+    assert report["seconds"]["endless_loop"] >= TIMEOUT
+
+
+def test_a_syntax_error_loses_only_what_depends_on_it(graded):
+    _, rows, feedback = graded
+    assert _scores(rows, "syntax_error") == [1, 0, 1, 2]
+    assert "NameError" in feedback["syntax_error"]
+
+
+def test_redefined_checks_and_edited_test_cells_are_graded_by_the_instructors_cells(graded):
+    report, rows, feedback = graded
+    assert _scores(rows, "cheater") == [0, 0, 0, 0]
+    text = feedback["cheater"]
+    assert "✗ fail surprise" in text and "✗ fail stable softmax" in text and "✗ fail NLL" in text
+    notes = " ".join(report["notes"]["cheater"])
+    assert "test_nll_from_logits was edited" in notes and "def check_stable_softmax" in notes
+    assert "_s.check_surprise =" in notes
+    assert not report["notes"]["reference"]
