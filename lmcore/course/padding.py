@@ -18,8 +18,8 @@ __all__ = ["TOKENS", "PAD", "BOS", "EOS", "example_batch", "plot_padding_masks",
            "position_ids_from_attention_mask", "forward_with_mask", "real_logit_shift", "tiny_gpt",
            "pad_id_effect", "context_logits", "ragged_batches", "three_perplexities",
            "compare_perplexities", "plot_perplexities", "accumulation_batch",
-           "flat_grad", "check_labels_from_attention_mask", "check_token_weighted_perplexity",
-           "check_accumulation"]
+           "flat_grad", "rank_gradients", "check_labels_from_attention_mask",
+           "check_token_weighted_perplexity", "check_accumulation"]
 
 TOKENS = ["PAD", "BOS", "EOS", "deep", "nets", "learn", "fast", "cats", "sit", "on", "warm", "mats"]
 PAD, BOS, EOS = 0, 1, 2
@@ -191,23 +191,6 @@ def plot_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int = 
     return fig
 
 
-# ---------------------------------------------------------------- gradient accumulation
-
-def accumulation_batch(seed: int = 0, rows: int = 4, length: int = 12, vocab_size: int = len(TOKENS)):
-    """``(input_ids, labels)`` (rows, length), right-padded with very uneven real lengths:
-    the first half of the rows are long, the second half short."""
-    g = torch.Generator().manual_seed(seed)
-    long_, short = length - int(torch.randint(0, 2, (1,), generator=g)), 2 + int(torch.randint(0, 3, (1,), generator=g))
-    lens = torch.tensor([long_] * (rows // 2) + [short] * (rows - rows // 2))
-    return _right_padded(torch.randint(3, vocab_size, (rows, length), generator=g), lens)
-
-
-def flat_grad(model) -> torch.Tensor:
-    """All parameter gradients of ``model`` in one 1-D tensor (zeros where a grad is None)."""
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
-                      for p in model.parameters()])
-
-
 # ---------------------------------------------------------------- exercise checkers
 
 def check_labels_from_attention_mask(fn) -> bool:
@@ -253,22 +236,5 @@ def check_token_weighted_perplexity(fn) -> bool:
                  "(num_valid_targets) over all batches; divide once at the end, then exp.")
 
 
-def _accumulation_grads(accumulate, seed: int, n_micro: int, full_batch: bool = False):
-    model = tiny_gpt(seed)
-    ids, labels = accumulation_batch(seed, rows=2 * n_micro)
-    if full_batch:
-        causal_lm_loss(model(ids), labels).backward()
-    else:
-        accumulate(model, list(zip(ids.split(2), labels.split(2))))
-    return flat_grad(model)
-
-
-def check_accumulation(fn) -> bool:
-    """``fn(model, micro_batches)`` must leave model's .grad equal to the full batch's gradient
-    of ``causal_lm_loss`` (mean over all valid targets)."""
-    cases = [Case((s, k), label=f"{k} micro-batches of 2 rows, uneven padding (seed {s})")
-             for s, k in ((0, 2), (1, 2), (2, 3), (3, 4))]
-    return check("accumulate_gradients", lambda s, k: _accumulation_grads(fn, s, k),
-                 lambda s, k: _accumulation_grads(None, s, k, full_batch=True), cases,
-                 atol=1e-9, rtol=1e-6, hint="count the valid targets of ALL micro-batches first "
-                 "(num_valid_targets), then pass that count as num_items to every micro-batch's loss.")
+# Gradient accumulation, and its cross-rank version, live in accumulation; re-exported here.
+from .accumulation import accumulation_batch, check_accumulation, flat_grad, rank_gradients  # noqa: E402,F401

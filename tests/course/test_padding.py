@@ -80,6 +80,40 @@ def test_accumulation_with_num_items_matches_autograd_and_per_micro_mean_does_no
     assert (P.flat_grad(naive) - P.flat_grad(full)).abs().max() > 1e-3
 
 
+def test_position_ids_from_attention_mask_against_a_naive_loop():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        lengths = torch.randint(0, 8, (4,), generator=g)
+        mask = (torch.arange(7)[None] >= 7 - lengths[:, None]).long()      # left padding
+        naive = torch.zeros(4, 7, dtype=torch.long)
+        for n in range(4):
+            k = 0
+            for t in range(7):
+                if mask[n, t]:
+                    naive[n, t], k = k, k + 1
+        assert torch.equal(P.position_ids_from_attention_mask(mask), naive)
+        assert torch.equal(P.position_ids_from_attention_mask(mask.bool()), naive)
+
+
+def test_left_padding_moves_real_logits_unless_positions_come_from_the_mask():
+    assert P.real_logit_shift(reset_positions=False) > 1.0
+    assert P.real_logit_shift(reset_positions=True) < 1e-12
+
+
+@pytest.mark.parametrize("seed, world", [(0, 2), (1, 3), (2, 2)])
+def test_rank_gradients_equal_the_single_process_batch_only_with_k_times_sum_over_global_count(seed, world):
+    r = P.rank_gradients(seed, world)
+    ids, labels = P.accumulation_batch(seed, rows=2 * world)
+    assert r["counts"] == [num_valid_targets(y) for y in labels.split(2)]
+    assert r["global_count"] == num_valid_targets(labels)
+    assert r["world_size * sum / global count"] < 1e-12
+    assert r["local mean"] > 1e-3 and r["sum / global count"] > 1e-3
+    # forgetting DDP's average leaves the gradient world times too small: the gap is (1 - 1/K) |g|
+    full = P.tiny_gpt(seed)
+    causal_lm_loss(full(ids), labels).backward()
+    assert r["sum / global count"] == pytest.approx((1 - 1 / world) * float(P.flat_grad(full).abs().max()), rel=1e-9)
+
+
 def test_plots_return_figures():
     for fig in (P.plot_padding_masks(), P.plot_perplexities(8)):
         assert isinstance(fig, matplotlib.figure.Figure) and fig.axes[0].get_title()
@@ -93,7 +127,8 @@ def test_check_labels_from_attention_mask(capsys):
     wrong = [lambda ids, m: torch.where(m.bool(), ids, 0),                      # pads -> 0
              lambda ids, m: torch.where(m.bool(), -100, ids),                   # inverted
              lambda ids, m: ids.masked_fill_(m == 0, -100),                     # in place
-             lambda ids, m: torch.where(m.bool(), ids, -100)[:, 1:]]            # shifted
+             lambda ids, m: torch.where(m.bool(), ids, -100)[:, 1:],            # shifted
+             lambda ids, m: torch.where(m.bool(), ids, -100).float()]           # float labels
     for fn in wrong:
         assert not P.check_labels_from_attention_mask(fn)
     capsys.readouterr()
