@@ -8,13 +8,19 @@ user's cache directory (``$LMCORE_CACHE``, else ``$XDG_CACHE_HOME/lmcore``, else
 from __future__ import annotations
 
 import hashlib
+import http.client
+import math
+import numbers
 import os
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 __all__ = ["KNOWN_CORPORA", "cache_dir", "download", "download_corpus"]
+
+_SCHEMES = ("https", "http", "file", "ftp")
 
 # name -> (url, sha256, filename)
 KNOWN_CORPORA = {
@@ -50,8 +56,7 @@ def download(url: str, sha256: str, filename: str, *, cache: str | Path | None =
     ``ConnectionError`` when the server cannot be reached (offline) and ``ValueError`` on a
     checksum mismatch.
     """
-    if not isinstance(sha256, str) or len(sha256) != 64:
-        raise ValueError(f"sha256 must be the 64-character hex digest of the file; got {sha256!r}.")
+    _check_download_args(url, sha256, filename, cache, timeout)
     folder = Path(cache) if cache is not None else cache_dir()
     target = folder / filename
     if target.exists() and _sha256(target) == sha256.lower():
@@ -59,26 +64,61 @@ def download(url: str, sha256: str, filename: str, *, cache: str | Path | None =
     folder.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".part")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as out:
-            while chunk := resp.read(1 << 20):
-                out.write(chunk)
-    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as err:
-        tmp.unlink(missing_ok=True)
-        raise ConnectionError(f"could not download {url} ({err}). Are you offline? Every "
-                              "course notebook works without the network: use the "
-                              "'python-docs' or 'chat-arithmetic' corpus, or a local file.") from err
-    got = _sha256(tmp)
-    if got != sha256.lower():
-        tmp.unlink(missing_ok=True)
-        raise ValueError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}. "
-                         "The file changed upstream or the download was corrupted; nothing "
-                         "was cached.")
-    os.replace(tmp, target)
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as out:
+                while chunk := resp.read(1 << 20):
+                    out.write(chunk)
+        except urllib.error.HTTPError as err:
+            raise ConnectionError(f"could not download {url} (the server answered HTTP "
+                                  f"{err.code} {err.reason}). Check the URL.") from err
+        except (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError,
+                OSError) as err:
+            raise ConnectionError(f"could not download {url} ({type(err).__name__}: {err}). Are "
+                                  "you offline? Every "
+                                  "course notebook works without the network: use the "
+                                  "'python-docs' or 'chat-arithmetic' corpus, or a local file.") from err
+        got = _sha256(tmp)
+        if got != sha256.lower():
+            raise ValueError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}. "
+                             "The file changed upstream or the download was corrupted; nothing "
+                             "was cached.")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)                  # never a partial file, whatever happened
     return target
+
+
+def _check_download_args(url, sha256, filename, cache, timeout) -> None:
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str; got {type(url).__name__}.")
+    if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES or "://" not in url:
+        raise ValueError(f"url must start with one of {', '.join(s + '://' for s in _SCHEMES)}; "
+                         f"got {url!r:.80}.")
+    if not isinstance(sha256, str):
+        raise TypeError(f"sha256 must be the 64-character hex digest of the file (a str); got "
+                        f"{type(sha256).__name__}.")
+    if len(sha256) != 64 or any(c not in "0123456789abcdefABCDEF" for c in sha256):
+        raise ValueError(f"sha256 must be the 64-character hex digest of the file; got {sha256!r}.")
+    if not isinstance(filename, (str, os.PathLike)):
+        raise TypeError(f"filename must be a str; got {type(filename).__name__}.")
+    name = os.fspath(filename)
+    if (not isinstance(name, str) or name in ("", ".", "..") or "\0" in name
+            or Path(name).name != name or "\\" in name or "/" in name):
+        raise ValueError(f"filename must be a plain file name (no folders, not '.' or '..'), kept "
+                         f"inside the cache folder; got {name!r}.")
+    if cache is not None and not isinstance(cache, (str, os.PathLike)):
+        raise TypeError(f"cache must be None or a folder path; got {type(cache).__name__}.")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds; got {timeout!r}.")
+    if not 0 < timeout < math.inf:
+        raise ValueError(f"timeout must be a positive, finite number of seconds; got {timeout!r}.")
 
 
 def download_corpus(name: str, *, cache: str | Path | None = None, timeout: float = 30.0) -> Path:
     """Fetch one of :data:`KNOWN_CORPORA` by name (cached after the first call)."""
+    if not isinstance(name, str):
+        raise TypeError(f"corpus name must be a str, one of {sorted(KNOWN_CORPORA)}; got "
+                        f"{type(name).__name__}.")
     if name not in KNOWN_CORPORA:
         raise ValueError(f"unknown corpus {name!r}; known: {sorted(KNOWN_CORPORA)}. For any "
                          "other file use download(url, sha256, filename).")

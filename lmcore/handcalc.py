@@ -12,10 +12,20 @@ __all__ = ["softmax", "log_softmax", "logsumexp", "nll", "ce_grad"]
 
 
 def _logits(z) -> np.ndarray:
+    how = "Pass the V logits of one position as a list of numbers, e.g. [2.0, 1.0, 0.1]."
+    if isinstance(z, (list, tuple)) and any(isinstance(v, (bool, np.bool_, str, bytes)) for v in z):
+        raise TypeError(f"z must be a list or 1-D array of numbers (logits); got {z!r:.80}. {how}")
+    if hasattr(z, "detach") and hasattr(z, "numpy"):           # a torch tensor, even one needing grad
+        z = z.detach().cpu().numpy()
     try:
-        arr = np.asarray(z, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"z must be a list or 1-D array of numbers (logits); got {z!r:.80}") from exc
+        raw = np.asarray(z)
+    except ValueError as exc:                                  # ragged nested lists
+        raise ValueError(f"z must be a non-empty 1-D list of logits for one position; got "
+                         f"{z!r:.80} ({exc}). {how}") from None
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"z must be a list or 1-D array of numbers (logits); got {z!r:.80} "
+                        f"(NumPy dtype {raw.dtype}). {how}")
+    arr = raw.astype(np.float64)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"z must be a non-empty 1-D list of logits for one position; got shape "
                          f"{arr.shape}. For a batch, call it once per position.")

@@ -4,32 +4,53 @@ All three share ``encode(text) -> list[int]``, ``decode(ids) -> str`` and ``voca
 """
 from __future__ import annotations
 
+import numbers
 import re
 from typing import Iterable
+
+import numpy as np
+import torch
+
+from ._validate import require_bool, require_int
 
 __all__ = ["CharTokenizer", "ByteTokenizer", "ChatTokenizer"]
 
 
 def _ids_list(ids, vocab_size: int) -> list[int]:
-    """Accept a list/tuple/1-D tensor of ints; return a list, checked against the vocabulary."""
-    if hasattr(ids, "tolist"):
+    """Accept a list/tuple/iterable of ints or a 1-D int64/int32 tensor or array; return a list
+    of Python ints, each checked against the vocabulary. Floats and bools are never coerced."""
+    if isinstance(ids, (torch.Tensor, np.ndarray)):
+        if isinstance(ids, torch.Tensor):
+            require_int("ids", ids)
+        elif ids.dtype not in (np.int64, np.int32):
+            raise TypeError(f"ids must be int token ids; got a NumPy array of dtype {ids.dtype}. "
+                            "Convert with ids.astype(np.int64).")
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be 1-D (one sequence of token ids); got shape "
+                             f"{tuple(ids.shape)}. Decode one row at a time, e.g. ids[0].")
         ids = ids.tolist()
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+    if isinstance(ids, (str, bytes, set, frozenset, dict)) or not isinstance(ids, Iterable):
         raise TypeError(f"ids must be a sequence of token ids (list or 1-D tensor); got "
                         f"{type(ids).__name__}.")
     ids = list(ids)
     for k, i in enumerate(ids):
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab_size:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral):
+            raise TypeError(f"ids[{k}] = {i!r} is not an int token id; ids must hold ints "
+                            "(never floats or bools).")
+        if not 0 <= i < vocab_size:
             raise ValueError(f"ids[{k}] = {i!r} is not a token id in [0, {vocab_size}).")
-    return ids
+    return [int(i) for i in ids]
 
 
 class CharTokenizer:
     """One token per character, the vocabulary being the sorted characters of ``text``."""
 
     def __init__(self, text: str):
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str):
             raise TypeError(f"text must be a non-empty str; got {type(text).__name__} {text!r:.40}.")
+        if not text:
+            raise ValueError("text must be a non-empty str; got ''. The vocabulary is built from "
+                             "its characters, so give it the training text.")
         self.chars = sorted(set(text))
         self.stoi = {c: i for i, c in enumerate(self.chars)}
 
@@ -69,10 +90,17 @@ class ByteTokenizer:
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str; got {type(text).__name__}.")
-        ids = list(text.encode("utf-8"))
+        add_bos, add_eos = require_bool("add_bos", add_bos), require_bool("add_eos", add_eos)
+        try:
+            ids = list(text.encode("utf-8"))
+        except UnicodeEncodeError as err:
+            raise ValueError(f"text holds {text[err.start]!r} at position {err.start}, a lone "
+                             "surrogate that UTF-8 cannot encode. Fix the text's decoding (e.g. "
+                             "read files with encoding='utf-8').") from None
         return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
 
     def decode(self, ids, *, keep_special: bool = False) -> str:
+        keep_special = require_bool("keep_special", keep_special)
         out, run = [], bytearray()
         for i in _ids_list(ids, self.vocab_size):
             if i < 256:
