@@ -31,8 +31,12 @@ def _check(temperature, top_k, top_p):
         raise ValueError(f"temperature must be {what}; got {temperature!r}. Use a finite value "
                          "(1 samples from the model as it is).")
     if top_k is not None:
-        top_k = require_int_scalar("top_k", top_k, min=1,
-                                   hint="top_k must be None or an int >= 1 (how many tokens to keep).")
+        if isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, numbers.Integral):
+            raise TypeError(f"top_k must be None or an int >= 1; got {_describe(top_k)}.")
+        if top_k < 1:
+            raise ValueError(f"top_k must be None or an int >= 1; got {top_k!r}. It is how many "
+                             "of the most likely tokens to keep.")
+        top_k = int(top_k)
     if top_p is not None:
         top_p = _number("top_p", top_p, "None or a number in (0, 1]")
         if not 0 < top_p <= 1:
@@ -158,7 +162,10 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
     on at most its last ``block_size`` tokens.
     """
     temperature, top_k, top_p = _check(temperature, top_k, top_p)
-    max_new_tokens = require_int_scalar("max_new_tokens", max_new_tokens, min=0)
+    if isinstance(max_new_tokens, (bool, np.bool_)) or not isinstance(max_new_tokens, numbers.Integral):
+        raise TypeError(f"max_new_tokens must be an int >= 0; got {_describe(max_new_tokens)}.")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0; got {max_new_tokens!r}.")
     block_size = getattr(getattr(model, "config", None), "block_size", None)
     if not isinstance(model, torch.nn.Module) or not isinstance(block_size, int):
         raise TypeError(f"model must be a causal LM module with config.block_size (e.g. "
