@@ -33,7 +33,7 @@ def plot_policy(block_size: int = 64, k: int = 32, lengths=None):
     block length (``k`` marked). Right: valid-target ratio of padded and packed batches of
     ``lengths`` for every block length in :data:`BLOCK_SIZES` (this one marked)."""
     fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.6)
-    js = list(range(0, max(BLOCK_SIZES) + 1, 8))
+    js = list(range(0, max(BLOCK_SIZES) + 1))
     ax.plot(js, [context_coverage(block_size, j) for j in js], color=COLORS["input"])
     share = context_coverage(block_size, k)
     ax.plot([k], [share], "o", ms=8, color=COLORS["wrong"])
