@@ -1,12 +1,15 @@
 """The command line of :mod:`lmcore.train` and its loss plot.
 
 ``python -m lmcore.train --preset cpu --corpus python-docs --out runs/NAME`` prints progress
-and writes ``history.json``, ``checkpoint.pt`` and ``loss.png`` to ``--out``.
+and writes ``history.json``, ``checkpoint.pt``, ``best.pt`` and ``loss.png`` to ``--out``.
+Under ``torchrun --nproc_per_node=K -m lmcore.train ...`` it trains data-parallel on K
+processes; only rank 0 prints and writes.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -35,21 +38,29 @@ def plot_history(history, *, title: str = "training loss", unigram_entropy: floa
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m lmcore.train", description="Train a small GPT with lmcore.")
     p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
-    p.add_argument("--corpus", default=None, help="python-docs | chat-arithmetic | tinyshakespeare | a UTF-8 file path")
-    p.add_argument("--out", required=True, help="output folder (history.json, checkpoint.pt, loss.png)")
+    p.add_argument("--corpus", default=None,
+                   help="python-docs | python-stdlib | chat-arithmetic | tinyshakespeare | a UTF-8 file path")
+    p.add_argument("--out", required=True, help="output folder (history.json, checkpoint.pt, best.pt, loss.png)")
     p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None, help="sequences per micro-batch and rank")
+    p.add_argument("--eval-batches", type=int, default=None, help="batches per evaluation")
     p.add_argument("--device", default=None)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     a = p.parse_args(argv)
     from .train import train   # here, not at the top: lmcore.train imports this module
-    over = {k: v for k, v in (("max_steps", a.max_steps), ("device", a.device)) if v is not None}
+    over = {k: v for k, v in (("max_steps", a.max_steps), ("device", a.device),
+                              ("batch_size", a.batch_size), ("eval_batches", a.eval_batches))
+            if v is not None}
     cfg = preset(a.preset, compile=a.compile, **over)
     name = a.corpus or cfg.corpus
     corpus = load_corpus("file", path=name) if Path(name).is_file() else load_corpus(name)
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"{corpus}\ndevice {pick_device(cfg.device)}, preset {a.preset}")
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    main_rank = rank == 0
+    if main_rank:
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"{corpus}\ndevice {pick_device(cfg.device)}, preset {a.preset}, processes {world}")
     try:
         from tqdm.auto import tqdm
         write = tqdm.write            # keeps the progress bar intact
@@ -61,8 +72,11 @@ def main(argv=None):
     res = train(cfg, corpus, out_dir=out, on_eval=show,
                 resume=out / "checkpoint.pt" if a.resume else None)
     wall = time.perf_counter() - t0
+    if not main_rank:
+        return 0 if res.status in ("finished", "stopped") else 1
     summary = {"status": res.status, "message": res.message, "wall_s": wall, "preset": a.preset,
                "corpus": corpus.name, "unigram_entropy": corpus.unigram_entropy,
+               "world_size": world, "best_step": res.best_step, "best_val_loss": res.best_val_loss,
                "config": asdict(cfg), "history": res.history}
     (out / "history.json").write_text(json.dumps(summary, indent=1))
     try:
@@ -74,6 +88,7 @@ def main(argv=None):
     except ImportError:
         print("matplotlib is not installed: no loss.png")
     last = res.history[-1]["val_loss"] if res.history else float("nan")
-    print(f"{res.status} in {wall:.1f} s: val loss {last:.4f} nats vs unigram entropy "
+    best = f" (best {res.best_val_loss:.4f} at step {res.best_step}: best.pt)" if res.best_path else ""
+    print(f"{res.status} in {wall:.1f} s: val loss {last:.4f} nats{best} vs unigram entropy "
           f"{corpus.unigram_entropy:.4f}; wrote {out}/history.json, checkpoint.pt, loss.png")
     return 0 if res.status in ("finished", "stopped") else 1

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["DistContext", "setup", "teardown", "wrap_model", "all_reduce_sum", "gather_objects",
-           "any_rank", "no_sync"]
+           "any_rank", "no_sync", "barrier"]
 
 
 @dataclass
@@ -117,3 +117,9 @@ def any_rank(flag: bool, ctx: DistContext) -> bool:
     t = torch.tensor([int(flag)], device=ctx.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())                                   # host sync: only when asked
+
+
+def barrier(ctx: DistContext) -> None:
+    """Wait for every rank (after rank 0 writes a file the others may read next)."""
+    if ctx.enabled:
+        dist.barrier()

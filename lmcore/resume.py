@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import load_checkpoint, rng_state, save_checkpoint, tokenizer_state
-from .distributed import DistContext, gather_objects
+from .distributed import DistContext, barrier, gather_objects
 
 __all__ = ["rng_states", "save_training_state", "copy_checkpoint", "restore_training_state"]
 
@@ -33,14 +33,16 @@ def save_training_state(path, ctx: DistContext, *, model, opt, gen, step, tokens
                         tokenizer, best_step, best_val_loss):
     """Write ``path`` on rank 0 (every rank must call this: the RNG states are gathered)."""
     states = gather_objects(rng_states(gen, ctx.device), ctx)
-    if not ctx.is_main:
-        return
-    extra = {"rank_rng": states} if ctx.enabled else {}
-    save_checkpoint(path, model=model.state_dict(), optimizer=opt.state_dict(), step=step,
-                    tokens=tokens, history=history, **states[0], train_config=asdict(cfg),
-                    model_config=asdict(model.config), tokenizer=tokenizer_state(tokenizer),
-                    best_step=best_step, best_val_loss=best_val_loss,
-                    world_size=ctx.world_size, **extra)
+    try:
+        if ctx.is_main:
+            extra = {"rank_rng": states} if ctx.enabled else {}
+            save_checkpoint(path, model=model.state_dict(), optimizer=opt.state_dict(), step=step,
+                            tokens=tokens, history=history, **states[0], train_config=asdict(cfg),
+                            model_config=asdict(model.config), tokenizer=tokenizer_state(tokenizer),
+                            best_step=best_step, best_val_loss=best_val_loss,
+                            world_size=ctx.world_size, **extra)
+    finally:
+        barrier(ctx)        # no rank may go on (and read the file) before it is complete
 
 
 def copy_checkpoint(src, dst) -> Path:

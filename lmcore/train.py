@@ -186,7 +186,8 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
         best_step, best_val = None, None
         if resume is not None:
             ck = restore_training_state(resume, ctx, model=model, opt=opt, gen=gen)
-            step, tokens, history = ck["step"], ck["tokens"], list(ck["history"])
+            step, tokens = ck["step"], ck["tokens"]
+            history = list(ck["history"]) if ctx.is_main else []      # rank 0 keeps the history
             best_step, best_val = ck.get("best_step"), ck.get("best_val_loss")
         ddp = wrap_model(model, ctx)
         fwd = torch.compile(ddp) if cfg.compile else ddp
