@@ -1,4 +1,5 @@
 """Training loop: schedule, decay groups, accumulation, evaluation, checkpoints, resume, stops, CLI."""
+import copy
 import json
 import math
 import sys
@@ -170,3 +171,42 @@ def test_core_imports_without_matplotlib_or_tqdm():
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+
+
+def test_whole_loop_under_bf16_autocast_on_the_cpu(chat):
+    """dtype="bfloat16" runs every forward of train() under autocast (what CUDA does). The first
+    loss is then a bf16 measurement: it must sit near ln V and near the float32 loss of the same
+    initial weights within bf16's precision (0.05 nats), not within 1e-4."""
+    cfg = smoke(n_embd=32, max_steps=20, eval_interval=10, dtype="bfloat16")
+    init = GPT(GPTConfig(vocab_size=chat.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                         n_head=cfg.n_head, n_embd=cfg.n_embd))
+    fp32_first = evaluate(init, chat, "train", batch_size=cfg.batch_size, block_size=cfg.block_size,
+                          max_batches=cfg.eval_batches).mean_nll
+    res = train(cfg, chat, model=copy.deepcopy(init))
+    first = res.history[0]
+    assert res.status == "finished"
+    assert abs(first["train_loss"] - fp32_first) < 0.05
+    assert abs(first["val_loss"] - math.log(chat.vocab_size)) < 0.1
+    assert res.history[-1]["val_loss"] < first["val_loss"] - 0.3
+
+
+@pytest.mark.slow
+def test_one_step_with_torch_compile_on_the_cpu(chat):
+    """About 100 s on a busy 2-core machine: inductor compiles the train and eval graphs."""
+    pytest.importorskip("torch._inductor")
+    res = train(smoke(max_steps=1, eval_interval=1, eval_batches=1, compile=True), chat)
+    assert res.status == "finished" and math.isfinite(res.history[-1]["val_loss"])
+
+
+@pytest.mark.slow
+def test_gpu_preset_code_path_on_the_cpu(tmp_path):
+    """The `gpu` preset's code path (python-stdlib, 6 x 384, context 256, dropout) for 2 steps on
+    the CPU; batch and evaluation shrunk so it takes seconds, not minutes."""
+    out = tmp_path / "gpu"
+    assert main(["--preset", "gpu", "--corpus", "python-stdlib", "--device", "cpu", "--max-steps",
+                 "2", "--batch-size", "2", "--eval-batches", "1", "--out", str(out)]) == 0
+    summary = json.loads((out / "history.json").read_text())
+    assert summary["corpus"] == "python-stdlib" and summary["history"][-1]["step"] == 2
+    assert abs(summary["history"][0]["val_loss"] - math.log(259)) < 0.1
+    model, tok, ck = load_model(out / "best.pt")
+    assert model.config.n_layer == 6 and model.config.block_size == 256 and ck["step"] == 2
