@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..presets import cpu_threads
-from ..shift import IGNORE_INDEX, labels_from_attention_mask, shift_for_next_token
-from .checks import Case, check
+from ..shift import labels_from_attention_mask, shift_for_next_token
+from .sequence_checks import check_causal_lm_loss, check_shift
 from .style import COLORS, new_figure
 
 __all__ = ["WORDS", "WORD_CORPUS", "words", "encode", "context_target_table", "forward_logits", "prefix_logits", "train_tiny_lm", "next_token_loss",
@@ -198,33 +198,3 @@ def plot_label_shift(tokens=None):
 
     plt.close(fig)      # shown once: the notebook displays the returned Figure
     return fig
-
-
-def _random_cases(seed: int, with_ignored: bool):
-    g = torch.Generator().manual_seed(seed)
-    cases = []
-    for N, L, V in ((1, 2, 3), (2, 5, 7), (3, 9, 4), (4, 6, 11), (1, 12, 5)):
-        logits = torch.randn(N, L, V, generator=g)
-        labels = torch.randint(V, (N, L), generator=g)
-        if with_ignored:
-            drop = torch.rand(N, L, generator=g) < 0.35
-            drop[0, -1] = True                          # at least one ignored target...
-            drop[0, 1] = False                          # ...and at least one valid one
-            labels[drop] = IGNORE_INDEX
-        cases.append(Case((logits, labels), label=f"logits (N, L, V) = {(N, L, V)}"))
-    return cases
-
-
-def check_shift(fn, quiet: bool = False) -> bool:
-    """Grade ``fn(logits (N, L, V), labels (N, L)) -> (logits (N, L-1, V), labels (N, L-1))``."""
-    return check("shift_for_next_token", fn, shift_for_next_token,
-                 _random_cases(3, with_ignored=False), quiet=quiet,
-                 hint="position t predicts token t+1: drop the LAST logit and the FIRST label.")
-
-
-def check_causal_lm_loss(fn, quiet: bool = False) -> bool:
-    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s) -> scalar`` against lmcore's."""
-    return check("causal_lm_loss", fn, lambda z, y: causal_lm_loss(z, y),
-                 _random_cases(4, with_ignored=True), quiet=quiet, atol=1e-5,
-                 hint="shift first (logits[:, :-1] vs labels[:, 1:]), flatten to (N(L-1), V) and "
-                      "(N(L-1),), and let ignore_index=-100 drop masked targets from the mean.")

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 matplotlib.use("Agg")
 
+from lmcore import causal_lm_loss  # noqa: E402
 from lmcore.course import sequence as sq  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 
@@ -133,9 +134,11 @@ def _my_shift(logits, labels):
 
 
 def _my_loss(logits, labels):
-    V = logits.shape[-1]
-    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1),
-                           ignore_index=-100)
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    y = labels[:, 1:]
+    valid = y != -100
+    nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (nll * valid).sum() / valid.sum()
 
 
 def _stub(*args):
@@ -151,20 +154,55 @@ def test_check_shift_accepts_the_solution_and_rejects_wrong_ones(capsys):
     assert "not attempted yet" in capsys.readouterr().out
 
 
-def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones():
-    assert sq.check_causal_lm_loss(_my_loss, quiet=True)
+def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys):
+    assert sq.check_causal_lm_loss(_my_loss)
+    assert "pass" in capsys.readouterr().out
+
+    def with_cross_entropy(z, y):        # correct, but ignore_index does the masking for you
+        V = z.shape[-1]
+        return F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100)
+
+    def with_nll_loss(z, y):
+        V = z.shape[-1]
+        return F.nll_loss(torch.log_softmax(z[:, :-1], -1).reshape(-1, V), y[:, 1:].reshape(-1))
+
+    def with_module(z, y):
+        V = z.shape[-1]
+        return torch.nn.CrossEntropyLoss()(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1))
+
+    def with_lmcore(z, y):
+        return causal_lm_loss(z, y)
 
     def unshifted(z, y):
-        return F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)
+        logp, valid = torch.log_softmax(z, -1), y != -100
+        nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return (nll * valid).sum() / valid.sum()
+
+    def no_mask(z, y):                   # -100 clamped to 0 and scored as token 0
+        logp = torch.log_softmax(z[:, :-1], -1)
+        return -logp.gather(-1, y[:, 1:].clamp(min=0).unsqueeze(-1)).mean()
 
     def mean_over_all_positions(z, y):
-        V = z.shape[-1]
-        nll = F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100,
-                              reduction="sum")
-        return nll / y[:, 1:].numel()
+        return _my_loss(z, y) * (y[:, 1:] != -100).sum() / y[:, 1:].numel()
 
     def summed(z, y):
-        return mean_over_all_positions(z, y) * y[:, 1:].numel()
+        return _my_loss(z, y) * (y[:, 1:] != -100).sum()
 
-    for wrong in (unshifted, mean_over_all_positions, summed):
-        assert not sq.check_causal_lm_loss(wrong, quiet=True), wrong.__name__
+    def gathers_minus_100(z, y):         # IndexError: -100 is not a vocabulary index
+        logp = torch.log_softmax(z[:, :-1], -1)
+        return -logp.gather(-1, y[:, 1:].unsqueeze(-1)).mean()
+
+    wrongs = (with_cross_entropy, with_nll_loss, with_module, with_lmcore, unshifted, no_mask,
+              mean_over_all_positions, summed, gathers_minus_100)
+    for wrong in wrongs:
+        assert not sq.check_causal_lm_loss(wrong), wrong.__name__
+    out = capsys.readouterr().out
+    assert out.count("fail") == len(wrongs) and "switched off" in out
+    # the built-in losses are back after the check
+    z, y = torch.randn(1, 3, 4), torch.tensor([[0, 1, 2]])
+    assert torch.isfinite(with_cross_entropy(z, y))
+
+
+def test_check_causal_lm_loss_says_not_attempted_for_a_stub(capsys):
+    assert not sq.check_causal_lm_loss(_stub)
+    assert "not attempted yet" in capsys.readouterr().out
