@@ -64,6 +64,11 @@ def _submissions(tmp):
         answer(nb, fn, ["    return 0.0"])
         edit_test_cell(nb, "test_nll_from_logits", "print('✓ pass NLL from logits')")
 
+    def deleted_test(nb, fn):
+        answer(nb, fn, naive)
+        nb.cells = [c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] != f"test_{fn}"]
+
+    submission("deleted_test", [((NAMES[1], "stable_softmax"), deleted_test)])
     submission("cheater", [((NAMES[0], "surprise"), fake_surprise),
                            ((NAMES[1], "stable_softmax"), fake_softmax),
                            ((NAMES[1], "nll_from_logits"), edited_test)])
@@ -88,7 +93,8 @@ def test_grades_csv_has_one_row_per_student_and_one_column_per_exercise(graded):
     report, rows, feedback = graded
     assert report["columns"] == ["student"] + EXERCISES + ["total"]
     assert sorted(rows) == sorted(feedback) == sorted(
-        ["reference", "untouched", "one_wrong", "endless_loop", "syntax_error", "cheater"])
+        ["reference", "untouched", "one_wrong", "endless_loop", "syntax_error", "deleted_test",
+         "cheater"])
     assert report["max"] == 3
 
 
@@ -123,8 +129,10 @@ def test_a_syntax_error_loses_only_what_depends_on_it(graded):
     assert "NameError" in feedback["syntax_error"]
 
 
-def test_redefined_checks_and_edited_test_cells_are_graded_by_the_instructors_cells(graded):
+def test_redefined_checks_and_edited_or_deleted_test_cells_are_graded_by_the_instructors_cells(graded):
     report, rows, feedback = graded
+    assert _scores(rows, "deleted_test") == [1, 0, 1, 2]
+    assert "✗ fail stable softmax" in feedback["deleted_test"]
     assert _scores(rows, "cheater") == [0, 0, 0, 0]
     text = feedback["cheater"]
     assert "✗ fail surprise" in text and "✗ fail stable softmax" in text and "✗ fail NLL" in text
