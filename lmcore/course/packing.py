@@ -1,5 +1,6 @@
-"""Notebook 06 (packing and boundaries): the four packing policies, the leak measurement on a
-small seeded GPT, chat (answer-only) labels, the figures, the widget and the exercise checkers.
+"""Notebook 06 (packing and boundaries): the four packing policies (and BOS per document), the
+leak measurement on a small seeded GPT, the figures, the widget and the exercise checkers; chat
+(answer-only) labels for one turn and many are in :mod:`lmcore.course.chat`.
 
 A policy is one of :data:`POLICIES`. :func:`pack_with_policy` builds its tensors,
 :func:`measure_leak` measures how far document B's logits move when document A changes, and
@@ -15,16 +16,14 @@ from ..shift import (IGNORE_INDEX, document_causal_mask, labels_from_attention_m
 from .checks import Case, check
 from .style import COLORS, draw_grid, new_figure
 
-__all__ = ["VOCAB", "PAD", "EOS", "USER", "ASSISTANT", "DOCS", "SEED_CHAT", "POLICIES", "encode", "decode",
-           "pack_with_policy", "leak_model", "measure_leak", "policy_leaks", "plot_packing",
-           "chat_labels", "chat_batch", "seed_chat_logits",
-           "check_mask_cross_document_targets", "check_document_causal_mask", "check_chat_labels"]
+__all__ = ["VOCAB", "PAD", "EOS", "USER", "ASSISTANT", "BOS", "DOCS", "POLICIES", "encode", "decode",
+           "pack_with_policy", "pack_with_bos", "leak_model", "measure_leak", "rotary_leak", "policy_leaks",
+           "plot_packing", "check_mask_cross_document_targets", "check_document_causal_mask"]
 
 VOCAB = ["PAD", "EOS", "<user>", "<assistant>", "+", "=", ".", *"0123456789", "the", "cat", "sat",
-         "on", "mat", "dogs", "run", "fast", "a", "bird", "sings"]
-PAD, EOS, USER, ASSISTANT = 0, 1, 2, 3
+         "on", "mat", "dogs", "run", "fast", "a", "bird", "sings", "BOS"]
+PAD, EOS, USER, ASSISTANT, BOS = 0, 1, 2, 3, 28
 DOCS = ["the cat sat", "dogs run fast", "a bird sings"]
-SEED_CHAT = "<user> 2 + 3 = <assistant> 5 . EOS"
 POLICIES = {"no_eos": "no EOS", "eos": "EOS between documents",
             "eos_masked": "EOS + boundary targets masked",
             "block_diagonal": "+ block-diagonal attention, positions reset"}
@@ -76,7 +75,8 @@ def pack_with_policy(documents=None, block_size: int = 14, policy: str = "block_
 
 
 def leak_model(seed: int = 0) -> GPT:
-    """A seeded 2-layer GPT in float64, eval mode (its numbers do not depend on the CPU)."""
+    """A seeded 2-layer GPT in float64, eval mode: a leak of 0 reads about 1e-16, far below
+    the 3 decimals the notebook prints (checked under ATEN_CPU_CAPABILITY=default and avx2)."""
     torch.manual_seed(seed)
     cfg = GPTConfig(vocab_size=len(VOCAB), block_size=32, n_layer=2, n_head=2, n_embd=32,
                     dropout=0.0, init_std=0.2)
@@ -98,6 +98,36 @@ def measure_leak(model=None, *, eos: bool = True, block_diagonal: bool = False,
         logits = model(p["input_ids"], document_ids=p["document_ids"] if block_diagonal else None,
                        position_ids=p["position_ids"] if reset_positions else None)
         out.append(logits[p["document_ids"] == 1])                    # (tokens of B, V)
+    return float((out[0] - out[1]).abs().max())
+
+
+def _rotate(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding (RoPE) of x (L, D) at integer positions pos (L,)."""
+    half = x.shape[-1] // 2
+    angle = pos[:, None].double() * 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()], -1)
+
+
+@torch.no_grad()
+def rotary_leak(*, block_diagonal: bool, a: str = "the cat sat on the mat",
+                a_changed: str = "a bird sings", b: str = "dogs run fast", seed: int = 0) -> float:
+    """The leak of :func:`measure_leak` for one seeded float64 attention layer with rotary
+    positions at the row's absolute indices (never reset): queries and keys are rotated by their
+    position, so a score depends only on the distance between query and key."""
+    g = torch.Generator().manual_seed(seed)
+    D = 16
+    E, Wq, Wk, Wv = (torch.randn(*shape, generator=g, dtype=torch.float64)
+                     for shape in ((len(VOCAB), D), (D, D), (D, D), (D, D)))
+    out = []
+    for first in (a, a_changed):
+        p = pack_with_policy([first, b], 16, "block_diagonal")
+        x, doc = E[p["input_ids"][0]], p["document_ids"]
+        pos = torch.arange(x.shape[0])
+        q, k = _rotate(x @ Wq, pos), _rotate(x @ Wk, pos)
+        allowed = document_causal_mask(doc)[0] if block_diagonal else torch.ones(len(pos), len(pos), dtype=torch.bool).tril()
+        att = (q @ k.T / D ** 0.5).masked_fill(~allowed, float("-inf")).softmax(-1)
+        out.append((att @ (x @ Wv))[doc[0] == 1])
     return float((out[0] - out[1]).abs().max())
 
 
@@ -142,35 +172,11 @@ def plot_packing(policy: str = "block_diagonal", documents=None, block_size: int
     return fig
 
 
-# ---------------------------------------------------------------- chat data
-
-def chat_labels(input_ids: torch.Tensor, assistant_id: int = ASSISTANT, pad_id: int = PAD):
-    """labels (N, L): input_ids with -100 on the prompt (everything up to and including the
-    first ``assistant_id`` of each row) and on padding, so that only the answer is scored."""
-    is_asst = input_ids == assistant_id
-    seen = is_asst.long().cumsum(1)
-    prompt = (seen == 0) | ((seen == 1) & is_asst)
-    return torch.where(prompt | (input_ids == pad_id), IGNORE_INDEX, input_ids)
-
-
-def chat_batch(texts=(SEED_CHAT, "<user> 7 + 1 = <assistant> 8 . EOS",
-                      "<user> 1 2 + 3 4 = <assistant> 4 6 . EOS")) -> torch.Tensor:
-    """input_ids (N, L) of chat rows, right-padded with PAD."""
-    rows = [encode(t) for t in texts]
-    L = max(map(len, rows))
-    return torch.tensor([r + [PAD] * (L - len(r)) for r in rows])
-
-
-def seed_chat_logits(probs=(0.462, 0.477, 0.313)) -> torch.Tensor:
-    """logits (1, 9, V) for ``<user> 2 + 3 = <assistant> 5 . EOS``: uniform on the prompt; at the
-    three answer targets (5, '.', EOS) the correct token gets ``probs``, the rest share what is left."""
-    ids, V = chat_batch((SEED_CHAT,))[0], len(VOCAB)
-    logits = torch.zeros(1, len(ids), V, dtype=torch.float64)
-    for t, p in zip(range(5, 8), probs):
-        row = torch.full((V,), (1 - p) / (V - 1), dtype=torch.float64)
-        row[ids[t + 1]] = p
-        logits[0, t] = row.log()
-    return logits
+def pack_with_bos(documents=None, block_size: int = 14):
+    """The alternative to dropping ``EOS -> b_first``: every document starts with its own BOS
+    (``BOS doc EOS BOS doc EOS ...``), packed by ``pack_documents`` (which still drops the
+    target at each document start, here ``EOS -> BOS``). Returns the PackedBatch."""
+    return pack_documents([[BOS] + d for d in _docs(documents)], block_size, eos_id=EOS, pad_id=PAD)
 
 
 # ---------------------------------------------------------------- exercise checkers
@@ -205,17 +211,3 @@ def check_document_causal_mask(fn) -> bool:
                  "combine two bool conditions: j <= i (torch.tril) AND same document "
                  "(document_ids[:, :, None] == document_ids[:, None, :]).")
 
-
-def check_chat_labels(fn) -> bool:
-    cases = [Case((chat_batch((SEED_CHAT,)),), label=SEED_CHAT),
-             Case((chat_batch(),), label="three chat rows, padded")]
-    g = torch.Generator().manual_seed(3)
-    for k in range(3):
-        rows = []
-        for _ in range(3):
-            q = " ".join(str(int(d)) for d in torch.randint(0, 10, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g))
-            a = " ".join(str(int(d)) for d in torch.randint(0, 10, (int(torch.randint(1, 4, (1,), generator=g)),), generator=g))
-            rows.append(f"<user> {q} = <assistant> {a} . EOS")
-        cases.append(Case((chat_batch(rows),), label=f"random chat rows {k}"))
-    return check("chat_labels", fn, chat_labels, cases, hint="-100 on every position up to and "
-                 "including <assistant>, and on PAD; keep the answer and its EOS.")

@@ -14,9 +14,19 @@ from lmcore import IGNORE_INDEX, causal_lm_loss  # noqa: E402
 from lmcore.course import packing as K  # noqa: E402
 
 
+def test_pack_with_bos_scores_bos_to_first_word_and_drops_eos_to_bos():
+    p = K.pack_with_bos()
+    stream = [w for d in K.DOCS for w in ["BOS", *d.split(), "EOS"]]
+    assert K.decode(p.input_ids.flatten()[:len(stream)]) == " ".join(stream)
+    ids, lab = p.input_ids.flatten().tolist(), p.labels.flatten().tolist()
+    for t in range(1, len(stream)):                # naive: the label at a document's BOS is dropped
+        assert lab[t] == (IGNORE_INDEX if stream[t] == "BOS" else ids[t]), t
+    assert K.VOCAB[K.BOS] == "BOS"
+
+
 def test_encode_decode_round_trip():
-    assert K.decode(K.encode(K.SEED_CHAT)) == K.SEED_CHAT
-    assert len(K.encode(K.SEED_CHAT)) == 9
+    assert K.decode(K.encode("<user> 2 + 3 = <assistant> 5 . EOS")) == "<user> 2 + 3 = <assistant> 5 . EOS"
+    assert len(K.encode("<user> 2 + 3 = <assistant> 5 . EOS")) == 9
 
 
 @pytest.mark.parametrize("policy", list(K.POLICIES))
@@ -70,32 +80,6 @@ def test_leak_measures_document_b_logits_directly():
     assert (ab - b).abs().max() > 1e-2
 
 
-def naive_chat_labels(ids):
-    out = []
-    for row in ids.tolist():
-        a = row.index(K.ASSISTANT) if K.ASSISTANT in row else len(row)
-        out.append([IGNORE_INDEX if t <= a or v == K.PAD else v for t, v in enumerate(row)])
-    return torch.tensor(out)
-
-
-def test_chat_labels_score_only_the_answer():
-    ids = K.chat_batch()
-    assert torch.equal(K.chat_labels(ids), naive_chat_labels(ids))
-    lab = K.chat_labels(K.chat_batch((K.SEED_CHAT,)))[0].tolist()
-    assert [K.VOCAB[v] for v in lab if v != IGNORE_INDEX] == ["5", ".", "EOS"]
-
-
-def test_seed_chat_logits_reproduce_the_seed_numbers():
-    ids = K.chat_batch((K.SEED_CHAT,))
-    logits = K.seed_chat_logits()
-    probs = torch.softmax(logits[0, 5:8], -1)
-    assert probs[[0, 1, 2], ids[0, 6:9]].tolist() == pytest.approx([0.462, 0.477, 0.313], abs=1e-12)
-    ref = F.cross_entropy(logits[0, 5:8], ids[0, 6:9]).item()
-    assert float(causal_lm_loss(logits, K.chat_labels(ids))) == pytest.approx(ref, abs=1e-12)
-    assert round(ref, 3) == 0.891
-    assert float(causal_lm_loss(logits, ids)) == pytest.approx((5 * math.log(len(K.VOCAB)) + 3 * ref) / 8, abs=1e-9)
-
-
 def test_plot_packing():
     fig = K.plot_packing("eos", leak=0.5)
     assert isinstance(fig, matplotlib.figure.Figure) and "0.500" in fig.axes[1].get_title()
@@ -135,27 +119,24 @@ def test_check_document_causal_mask(capsys):
 
     wrong = [lambda d: (d[:, :, None] == d[:, None, :]),                                   # not causal
              lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).tril().expand(d.shape[0], -1, -1),
-             lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).triu() & (d[:, :, None] == d[:, None, :])]
+             lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).triu() & (d[:, :, None] == d[:, None, :]),
+             lambda d: ref(d).float()]          # a float 0/1 mask: SDPA would *add* it to the scores
     assert K.check_document_causal_mask(ref)
     for fn in wrong:
         assert not K.check_document_causal_mask(fn)
     capsys.readouterr()
 
 
-def test_check_chat_labels(capsys):
-    def keeps_assistant(ids):
-        seen = (ids == K.ASSISTANT).long().cumsum(1)
-        return torch.where((seen == 0) | (ids == K.PAD), IGNORE_INDEX, ids)
-
-    def scores_padding(ids):
-        lab = naive_chat_labels(ids)
-        return torch.where(ids == K.PAD, ids, lab)
-
-    def masks_answer(ids):
-        seen = (ids == K.ASSISTANT).long().cumsum(1)
-        return torch.where(seen > 0, IGNORE_INDEX, ids)
-
-    assert K.check_chat_labels(naive_chat_labels)
-    for fn in (keeps_assistant, scores_padding, masks_answer):
-        assert not K.check_chat_labels(fn)
-    capsys.readouterr()
+def test_rotary_positions_need_only_the_block_diagonal_mask():
+    assert K.rotary_leak(block_diagonal=True) < 1e-9
+    assert K.rotary_leak(block_diagonal=False) > 0.1
+    # the rotation against complex multiplication: (x1 + i x2) e^{i pos theta}
+    g = torch.Generator().manual_seed(0)
+    x, pos = torch.randn(6, 8, generator=g, dtype=torch.float64), torch.arange(6) + 3
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    z = torch.complex(x[:, :4], x[:, 4:]) * torch.exp(1j * pos[:, None] * theta)
+    assert torch.allclose(K._rotate(x, pos), torch.cat([z.real, z.imag], -1), atol=1e-12)
+    # a score depends only on the distance between query and key
+    q, k = torch.randn(6, 8, generator=g, dtype=torch.float64), torch.randn(6, 8, generator=g, dtype=torch.float64)
+    scores = [K._rotate(q, torch.arange(6) + s) @ K._rotate(k, torch.arange(6) + s).T for s in (0, 7)]
+    assert torch.allclose(scores[0], scores[1], atol=1e-12)
