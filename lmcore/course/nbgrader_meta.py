@@ -78,7 +78,7 @@ def _split_combined_cells(nb) -> bool:
                 check.id = f"{cell.get('id', i)}-check"[:64]
                 check.outputs, check.execution_count = cell.outputs, cell.execution_count
                 check.metadata = {k: v for k, v in cell.metadata.items() if k != "nbgrader"}
-                cell.source, cell.outputs, cell.execution_count = parts[0], [], None
+                cell.source, cell.outputs = parts[0], []  # both keep the execution count
                 cells += [cell, check]
                 changed = True
                 continue

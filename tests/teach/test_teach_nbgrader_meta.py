@@ -69,6 +69,7 @@ def test_a_cell_with_solution_and_check_is_split_and_keeps_the_outputs():
     stamp_notebook(nb)
     sol, test = nb.cells
     assert sol.source == SOLUTION and sol.outputs == [] and sol.id == "abc123"
+    assert sol.execution_count == 4  # still "executed top to bottom" until re-executed
     assert test.source == "check_double(double)" and test.id == "abc123-check"
     assert test.outputs[0]["text"] == "✓ pass double\n" and test.execution_count == 4
     assert test.metadata["nbgrader"]["grade_id"] == "test_double"
