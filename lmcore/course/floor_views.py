@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from ..data import chat_arithmetic_entropy
-from .floor import RANGES, ROLES, train_floor_run
+from .floor import RANGES, train_floor_run
+from .floor_tokens import ROLES
 from .style import COLORS, new_figure
 
 __all__ = ["plot_loss_floor", "plot_slot_breakdown", "short_curve", "plot_floor_explorer",
