@@ -19,24 +19,19 @@ from pathlib import Path
 
 import torch
 
+from .accumulate import NonFiniteLossError, accumulate_gradients, backward_micro_batches, model_kwargs
 from .checkpoint import tokenizer_state
 from .cli import main, plot_history
 from .data import load_corpus
-from .distributed import DistContext, all_reduce_sum, any_rank, no_sync, setup, teardown, wrap_model
-from .loss import causal_lm_loss
+from .distributed import DistContext, all_reduce_sum, any_rank, setup, teardown, wrap_model
 from .model import GPT, GPTConfig
 from .optim import configure_optimizer, lr_at
 from .perplexity import PerplexityMeter
 from .presets import PRESETS, TrainConfig, autocast_for, pick_device, preset, validate_config
 from .resume import copy_checkpoint, restore_training_state, save_training_state
-from .shift import num_valid_targets
 
 __all__ = ["TrainConfig", "PRESETS", "preset", "pick_device", "TrainResult", "train", "evaluate",
            "accumulate_gradients", "NonFiniteLossError", "plot_history", "main"]
-
-
-class NonFiniteLossError(FloatingPointError):
-    """A training step's logits, loss or gradient is NaN or inf (the update is not applied)."""
 
 
 @dataclass
@@ -54,56 +49,6 @@ class TrainResult:
     best_path: Path | None = None
 
 
-def _model_kwargs(batch: dict) -> dict:
-    return {k: batch[k] for k in ("document_ids", "position_ids") if k in batch}
-
-
-def _backward(model, micro_batches, autocast, ctx: DistContext, device):
-    """Backward over this rank's micro-batches; returns (its summed NLL, the global count).
-
-    Each micro-batch's summed NLL is multiplied by world_size / (valid targets of every
-    micro-batch on every rank): DDP averages gradients over ranks, so the total gradient is
-    that of the mean over the whole global batch. No host sync here except the loss's checks.
-    """
-    local = sum(num_valid_targets(b["labels"]) for b in micro_batches)   # on the host's batches
-    if local == 0 and not ctx.enabled:
-        raise ValueError("no valid target in this step's micro-batches: every label is -100.")
-    acc = torch.float32 if device.type == "mps" else torch.float64
-    count = all_reduce_sum(torch.tensor(float(local), dtype=acc, device=device), ctx)
-    scale = ctx.world_size / count
-    total = torch.zeros((), dtype=acc, device=device)
-    for i, b in enumerate(micro_batches):
-        b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
-        last = i == len(micro_batches) - 1
-        with (contextlib.nullcontext() if last else no_sync(model)):   # all-reduce once per step
-            with autocast():
-                logits = model(b["input_ids"], **_model_kwargs(b))
-            try:
-                nll = causal_lm_loss(logits, b["labels"], reduction="sum")  # sync: its input checks
-            except ValueError:
-                if not bool(torch.isfinite(logits.detach()).all()):   # sync, only on this failure
-                    raise NonFiniteLossError("the model produced NaN/inf logits") from None
-                raise
-            (nll * scale).backward()
-        total += nll.detach().to(acc)
-    return total, count
-
-
-def accumulate_gradients(model, micro_batches, autocast=contextlib.nullcontext, *,
-                         ctx: DistContext | None = None) -> tuple:
-    """Backward over ``micro_batches`` so the gradients equal those of their concatenation.
-
-    Each micro-batch's summed NLL is divided by ``num_items``, the valid targets of *all*
-    micro-batches together (of all ranks, under ``ctx``), not by its own count (that would
-    weight a padded micro-batch like a full one). Returns ``(total_nll, num_items)`` of the
-    whole (global) batch. Raises :class:`NonFiniteLossError` on NaN/inf logits.
-    """
-    device = next(model.parameters()).device
-    ctx = ctx or DistContext(device=device)
-    total, count = _backward(model, micro_batches, autocast, ctx, device)
-    return float(all_reduce_sum(total, ctx)), int(count.item())
-
-
 @torch.no_grad()
 def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_size: int | None = None,
              max_batches: int | None = 8, device=None, autocast=contextlib.nullcontext):
@@ -118,7 +63,7 @@ def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_s
     for b in corpus.eval_batches(split, batch_size, block_size, max_batches):
         b = {k: v.to(device) for k, v in b.items()}
         with autocast():
-            logits = model(b["input_ids"], **_model_kwargs(b))
+            logits = model(b["input_ids"], **model_kwargs(b))
         try:
             meter.update(logits.float(), b["labels"])        # sync: the meter sums on the host
         except ValueError:
@@ -239,7 +184,7 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
                 micro = [corpus.batch("train", cfg.batch_size, cfg.block_size, generator=gen)
                          for _ in range(cfg.grad_accum)]              # on the host; moved in _backward
                 try:
-                    nll_t, count_t = _backward(fwd, micro, autocast, ctx, device)
+                    nll_t, count_t = backward_micro_batches(fwd, micro, autocast, ctx, device)
                     # max_norm is validated finite and > 0, so a finite norm means finite clipped grads
                     norm_t = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                     stats = torch.stack([all_reduce_sum(nll_t, ctx), count_t,
