@@ -25,11 +25,10 @@ from .verdict import below
 
 __all__ = ["PAD", "EOS", "V", "L", "STEPS", "ROWS", "Pipeline", "PIPELINES", "documents", "padded_batch",
            "entropy_floor", "tiny_gpt", "noncausal_forward", "build", "train_pipeline", "loss_verdict",
-           "floor_comparison", "below_floor", "diagnose_pipeline", "weights_by_row", "measure_leak", "eos_targets",
-           "p_stop", "loss_correct"]
+           "floor_comparison", "below_floor", "diagnose_pipeline", "weights_by_row", "measure_leak",
+           "eos_targets", "p_stop", "loss_correct"]
 
 PAD, EOS, V, L, STEPS, ROWS = 0, 1, 16, 16, 60, 16
-
 
 
 def documents(n: int, seed: int) -> list:
@@ -172,8 +171,7 @@ def build(key: str, seed: int = 0):
     forward = {"masked": lambda ids, mask: forward_with_mask(model, ids, mask),
                "future": lambda ids, mask: noncausal_forward(model, ids, mask),
                "plain": lambda ids, mask: model(ids),
-               "no_reset": lambda ids, mask: forward_with_mask(model, ids, mask, reset_positions=False),
-               }[p.call]
+               "no_reset": lambda ids, mask: forward_with_mask(model, ids, mask, reset_positions=False)}[p.call]
     return model, forward, p.loss_fn
 
 
