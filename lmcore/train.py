@@ -136,7 +136,7 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
             best_step, best_val = ck.get("best_step"), ck.get("best_val_loss")
         ddp = wrap_model(model, ctx)
         fwd = torch.compile(ddp) if cfg.compile else ddp
-        evaluator = fwd if not ctx.enabled else model     # rank 0 evaluates alone: no DDP hooks
+        evaluator = model     # uncompiled, no DDP hooks: rank 0 evaluates alone, any batch shape
         result = TrainResult(model, history, corpus=corpus, config=cfg)
         ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches,
                   device=device, autocast=autocast)
