@@ -19,19 +19,19 @@ from ..presets import cpu_threads
 from .style import COLORS, new_figure
 from .anchor_leak import check_get_batch, get_batch_leaky, get_batch_reference, pipeline_run
 
-__all__ = ["SEED_VOCABS", "anchor_table", "first_loss", "iid_logit_loss", "predict_first_loss",
+__all__ = ["WELL_KNOWN_VOCABS", "anchor_table", "first_loss", "iid_logit_loss", "predict_first_loss",
            "logit_sigma", "expected_first_loss", "predict_from_logits", "head_first_loss",
            "mean_exp_normal", "plot_first_loss", "get_batch_leaky", "get_batch_reference",
            "pipeline_run", "check_predict_from_logits",
            "check_get_batch"]
 
-SEED_VOCABS = {"toy vocabulary": 5, "T5 SentencePiece": 32_000, "GPT-2 / GPT-3": 50_257,
+WELL_KNOWN_VOCABS = {"toy vocabulary": 5, "T5 SentencePiece": 32_000, "GPT-2 / GPT-3": 50_257,
                "Llama 3 (released weights)": 128_256}
 
 
 def anchor_table(vocabs: dict | None = None) -> list[dict]:
     """For each vocabulary: V, ln V in nats and log2 V in bits (the loss of a uniform guess)."""
-    vocabs = SEED_VOCABS if vocabs is None else vocabs
+    vocabs = WELL_KNOWN_VOCABS if vocabs is None else vocabs
     return [{"name": name, "V": V, "nats": math.log(V), "bits": nats_to_bits(math.log(V))}
             for name, V in vocabs.items()]
 
@@ -153,8 +153,8 @@ def plot_first_loss(vocab_size: int = 50_257, init_std: float = 0.02, *, n_embd:
     ax1.plot(vs, vs.log(), color=COLORS["anchor"], label="ln V (uniform guess)")
     ax1.plot(vs, vs.log() + m["sigma"] ** 2 / 2, "--", color=COLORS["target"],
              label=f"ln V + σ²/2 (σ = {m['sigma']:.2f})")
-    seed_v = list(SEED_VOCABS.values())
-    ax1.plot(seed_v, [math.log(v) for v in seed_v], "|", color=COLORS["anchor"], ms=12,
+    known = list(WELL_KNOWN_VOCABS.values())
+    ax1.plot(known, [math.log(v) for v in known], "|", color=COLORS["anchor"], ms=12,
              label="V = 5, 32,000, 50,257, 128,256")
     ax1.plot([vocab_size], [m["loss"]], "o", color=COLORS["wrong"], ms=8,
              label=f"fresh GPT: {m['loss']:.2f} nats")

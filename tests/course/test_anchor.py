@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 from lmcore.course import anchor as an  # noqa: E402
 
 
-def test_anchor_table_reproduces_the_seed_numbers():
+def test_anchor_table_reproduces_the_well_known_anchors():
     seed = {5: (1.61, 2.32), 32_000: (10.37, 14.97), 50_257: (10.82, 15.62),
             128_256: (11.76, 16.97)}
     rows = an.anchor_table()
