@@ -38,7 +38,7 @@ def backward_micro_batches(model, micro_batches, autocast, ctx: DistContext, dev
     if local == 0 and not ctx.enabled:
         raise ValueError("no valid target in this step's micro-batches: every label is -100.")
     acc = torch.float32 if device.type == "mps" else torch.float64
-    count = all_reduce_sum(torch.tensor(float(local), dtype=acc, device=device), ctx)
+    count = all_reduce_sum(torch.full((), float(local), dtype=acc, device=device), ctx)  # a fill
     total = torch.zeros((), dtype=acc, device=device)
     for i, b in enumerate(micro_batches):
         b = {k: v.to(device, non_blocking=True) for k, v in b.items()}

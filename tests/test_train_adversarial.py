@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from lmcore.data import TextCorpus, load_corpus
+from lmcore.model import GPT, GPTConfig
+from lmcore.optim import configure_optimizer, lr_at
 from lmcore.tokenizers import ByteTokenizer, CharTokenizer
 from lmcore.train import NonFiniteLossError, preset, train
 
@@ -121,7 +123,6 @@ def test_an_undescribable_tokenizer_is_refused_before_training(chat, tmp_path):
 
 
 def test_model_of_another_vocabulary_is_refused(chat):
-    from lmcore.model import GPT, GPTConfig
     wrong = GPT(GPTConfig(vocab_size=chat.vocab_size + 1, block_size=32, n_layer=1, n_embd=32))
     with pytest.raises(ValueError, match="vocab_size"):
         train(smoke(), chat, model=wrong)
@@ -131,3 +132,27 @@ def test_max_steps_zero_only_evaluates(chat):
     res = train(smoke(max_steps=0), chat)
     assert res.status == "finished" and [r["step"] for r in res.history] == [0]
     assert math.isfinite(res.history[0]["val_loss"]) and res.best_step is None
+
+
+LR_KW = dict(step=0, lr=1e-3, min_lr=1e-4, warmup_steps=10, max_steps=100)
+
+
+@pytest.mark.parametrize("name,value,exc", [
+    ("step", -1, ValueError), ("step", 1.5, TypeError), ("step", True, TypeError),
+    ("lr", NAN, ValueError), ("lr", INF, ValueError), ("lr", "1e-3", TypeError),
+    ("min_lr", NAN, ValueError), ("min_lr", 1.0, ValueError), ("warmup_steps", -1, ValueError),
+    ("max_steps", "100", TypeError)])
+def test_lr_schedule_refuses_bad_settings(name, value, exc):
+    with pytest.raises(exc, match=name):
+        lr_at(**{**LR_KW, name: value})
+
+
+@pytest.mark.parametrize("name,value,exc", [
+    ("lr", INF, ValueError), ("lr", NAN, ValueError), ("lr", 0.0, ValueError),
+    ("weight_decay", NAN, ValueError), ("weight_decay", -1.0, ValueError),
+    ("betas", (0.9,), TypeError), ("betas", (0.9, 1.0), ValueError), ("lr", True, TypeError)])
+def test_optimizer_refuses_bad_settings(name, value, exc):
+    model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=8))
+    kw = {"lr": 1e-3, "weight_decay": 0.1, "betas": (0.9, 0.99), name: value}
+    with pytest.raises(exc, match=name):
+        configure_optimizer(model, **kw)
