@@ -68,7 +68,7 @@ def _corpus(name, tok, train_texts, val_texts, seed) -> DocumentCorpus:
     return corpus
 
 
-def city_world(*, n_common: int = 20, n_rare: int = 20, n_two_homes: int = 2, copies: int = 300,
+def city_world(*, n_common: int = 20, n_rare: int = 20, n_two_homes: int = 2, copies: int = 600,
                n_cities: int = 10, seed: int = 0) -> World:
     """``P<i> lives_in C<j> .``: common people occur ``copies`` times, rare ones once, and each
     person with two homes ``copies`` times, half with each city (both answers are true)."""
@@ -117,12 +117,12 @@ def parent_world(*, n_pairs: int = 30, n_both: int = 15, copies: int = 20, seed:
 
 
 def tiny_config(**overrides):
-    """The notebook's runs: a 2-layer, 32-wide GPT on rows of 32 tokens, 200 steps of 16 rows,
+    """The notebook's runs: a 2-layer, 32-wide GPT on rows of 32 tokens, 300 steps of 16 rows,
     one CPU thread, float32 (every field spelled out; ``overrides`` go on top)."""
     from ..presets import TrainConfig
 
     base = dict(corpus="synthetic", n_layer=2, n_head=2, n_embd=32, block_size=32, dropout=0.0,
-                batch_size=16, grad_accum=1, max_steps=200, lr=2e-2, min_lr=2e-3, warmup_steps=20,
+                batch_size=16, grad_accum=1, max_steps=300, lr=2e-2, min_lr=2e-3, warmup_steps=20,
                 weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_interval=1000,
                 eval_batches=2, seed=0, device="cpu", dtype="float32", compile=False,
                 num_threads=1, progress=False)
