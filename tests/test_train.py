@@ -7,6 +7,8 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lmcore.checkpoint import load_model
 from lmcore.data import load_corpus
@@ -211,3 +213,29 @@ def test_gpu_preset_code_path_on_the_cpu(tmp_path):
     assert abs(summary["history"][0]["val_loss"] - math.log(259)) < 0.1
     model, tok, ck = load_model(out / "best.pt")
     assert model.config.n_layer == 6 and model.config.block_size == 256 and ck["step"] == 2
+
+
+@settings(max_examples=15)
+@given(lengths=st.lists(st.integers(1, 10), min_size=2, max_size=6), data=st.data())
+def test_accumulation_equals_the_full_batch_for_any_padding_and_split(lengths, data):
+    """Rows with any number of real tokens (the rest -100), cut into any consecutive micro-batches:
+    accumulate_gradients gives the float64 gradient of F.cross_entropy on the whole batch."""
+    torch.manual_seed(len(lengths))
+    model = GPT(GPTConfig(vocab_size=7, block_size=10, n_layer=1, n_head=1, n_embd=8)).double()
+    x = torch.randint(0, 7, (len(lengths), 10))
+    labels = x.clone()
+    for row, n in enumerate(lengths):
+        labels[row, n:] = -100
+    if int((labels[:, 1:] != -100).sum()) == 0:
+        labels[0, :2] = x[0, :2]
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(lengths) - 1), max_size=len(lengths) - 1)))
+    bounds = [0, *cuts, len(lengths)]
+    micro = [{"input_ids": x[a:b], "labels": labels[a:b]} for a, b in zip(bounds, bounds[1:])]
+    total, n = accumulate_gradients(model, micro)
+    got = {k: p.grad.clone() for k, p in model.named_parameters()}
+    model.zero_grad()
+    ref = F.cross_entropy(model(x)[:, :-1].reshape(-1, 7), labels[:, 1:].reshape(-1), ignore_index=-100)
+    ref.backward()
+    assert n == int((labels[:, 1:] != -100).sum()) and total / n == pytest.approx(ref.item(), rel=1e-12)
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(got[k], p.grad, rtol=1e-10, atol=1e-12, msg=k)
