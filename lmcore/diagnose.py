@@ -88,8 +88,11 @@ def ragged_batch(vocab_size: int, seq_len: int = 16, *, pad_id: int = 0, eos_id:
     """The ragged batch the checks use: ``(input_ids, attention_mask)`` (3, L), real lengths
     L, L//2 + 1, L - 3 (right padding; each row ends with ``eos_id`` when given), or with
     ``left=True`` L, L - L//4, L//2 padded on the left. Real tokens never use pad_id or eos_id."""
-    V, L = vocab_size, seq_len
-    g = torch.Generator().manual_seed(seed + (7 if left else 0))
+    V = require_int_scalar("vocab_size", vocab_size, min=5)
+    L = require_int_scalar("seq_len", seq_len, min=4)
+    pad_id = require_int_scalar("pad_id", pad_id, min=0, max=V - 1)
+    eos_id = None if eos_id is None else require_int_scalar("eos_id", eos_id, min=0, max=V - 1)
+    g = torch.Generator().manual_seed(require_int_scalar("seed", seed) + (7 if require_bool("left", left) else 0))
     real = torch.tensor([i for i in range(V) if i not in (pad_id, eos_id)])
     ids = real[torch.randint(0, len(real), (3, L), generator=g)]
     lengths = torch.tensor([L, L - L // 4, L // 2] if left else [L, L // 2 + 1, L - 3])
@@ -192,6 +195,9 @@ def run_checks(forward: Callable, loss_fn: Callable, *, vocab_size: int, seq_len
         if tuple(getattr(logits, "shape", ())) != (*ids.shape, V):
             raise ValueError(f"forward must return logits (N, L, V) = {(*ids.shape, V)}; got "
                              f"{getattr(logits, 'shape', type(logits).__name__)}.")
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError("forward returned NaN or infinite logits for valid input ids: the "
+                             "checks need finite logits (check the model's weights and init).")
         return logits
 
     full = torch.ones(2, L, dtype=torch.long, device=device)
