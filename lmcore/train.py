@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from ._validate import require_choice, require_int_scalar
 from .accumulate import NonFiniteLossError, accumulate_gradients, backward_micro_batches, model_kwargs
 from .checkpoint import tokenizer_state
 from .cli import main, plot_history
@@ -55,8 +56,13 @@ def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_s
     """A :class:`PerplexityMeter` over the first ``max_batches`` evaluation batches of ``split``
     (token-weighted: mean_nll, perplexity, bits_per_token). ``block_size`` defaults to the
     model's."""
+    require_choice("split", split, ("train", "val"))
+    require_int_scalar("batch_size", batch_size, min=1)
+    if max_batches is not None:
+        require_int_scalar("max_batches", max_batches, min=1)
     device = device or next(model.parameters()).device
-    block_size = block_size or model.config.block_size
+    block_size = model.config.block_size if block_size is None else require_int_scalar(
+        "block_size", block_size, min=2)
     was_training = model.training
     model.eval()
     meter = PerplexityMeter()
@@ -71,6 +77,9 @@ def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_s
                 raise NonFiniteLossError(f"the model gives NaN/inf logits on the {split} split") from None
             raise
     model.train(was_training)
+    if meter.n_tokens == 0:
+        raise ValueError(f"the {split} split has no row of block_size = {block_size} tokens with a "
+                         "target to score; use a smaller block_size or more text.")
     return meter
 
 

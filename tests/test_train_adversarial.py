@@ -13,7 +13,7 @@ from lmcore.data import TextCorpus, load_corpus
 from lmcore.model import GPT, GPTConfig
 from lmcore.optim import configure_optimizer, lr_at
 from lmcore.tokenizers import ByteTokenizer, CharTokenizer
-from lmcore.train import NonFiniteLossError, preset, train
+from lmcore.train import NonFiniteLossError, evaluate, preset, train
 
 NAN, INF = float("nan"), float("inf")
 
@@ -156,3 +156,23 @@ def test_optimizer_refuses_bad_settings(name, value, exc):
     kw = {"lr": 1e-3, "weight_decay": 0.1, "betas": (0.9, 0.99), name: value}
     with pytest.raises(exc, match=name):
         configure_optimizer(model, **kw)
+
+
+@pytest.mark.parametrize("name,value,exc", [
+    ("batch_size", 0, ValueError), ("batch_size", "4", TypeError), ("batch_size", True, TypeError),
+    ("max_batches", 0, ValueError), ("max_batches", 1.0, TypeError), ("block_size", 1, ValueError),
+    ("split", "test", ValueError)])
+def test_evaluate_refuses_bad_arguments(chat, name, value, exc):
+    model = GPT(GPTConfig(vocab_size=chat.vocab_size, block_size=32, n_layer=1, n_embd=16))
+    kw = {"batch_size": 4, "max_batches": 1, "block_size": 32, "split": "val", name: value}
+    with pytest.raises(exc, match=name):
+        evaluate(model, chat, kw.pop("split"), **kw)
+
+
+def test_evaluate_on_a_split_shorter_than_block_size():
+    text = "short. " * 12
+    tok = CharTokenizer(text)
+    corpus = TextCorpus("short", tok, tok.encode(text))
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, n_layer=1, n_embd=16))
+    with pytest.raises(ValueError, match="block_size"):
+        evaluate(model, corpus, "val", block_size=64)
