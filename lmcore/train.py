@@ -11,7 +11,6 @@ gradient norm read together; plus those inside ``causal_lm_loss``'s input checks
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from time import perf_counter as _now
 from dataclasses import dataclass, field
@@ -19,15 +18,14 @@ from pathlib import Path
 
 import torch
 
-from ._validate import require_choice, require_int_scalar
-from .accumulate import NonFiniteLossError, accumulate_gradients, backward_micro_batches, model_kwargs
+from .accumulate import NonFiniteLossError, accumulate_gradients, backward_micro_batches
 from .checkpoint import tokenizer_state
 from .cli import main, plot_history
 from .data import load_corpus
+from .evaluation import evaluate
 from .distributed import DistContext, all_reduce_sum, any_rank, setup, teardown, wrap_model
 from .model import GPT, GPTConfig
 from .optim import configure_optimizer, lr_at
-from .perplexity import PerplexityMeter
 from .presets import PRESETS, TrainConfig, autocast_for, pick_device, preset, validate_config
 from .resume import copy_checkpoint, restore_training_state, save_training_state
 
@@ -48,39 +46,6 @@ class TrainResult:
     best_step: int | None = None
     best_val_loss: float | None = None
     best_path: Path | None = None
-
-
-@torch.no_grad()
-def evaluate(model, corpus, split: str = "val", *, batch_size: int = 16, block_size: int | None = None,
-             max_batches: int | None = 8, device=None, autocast=contextlib.nullcontext):
-    """A :class:`PerplexityMeter` over the first ``max_batches`` evaluation batches of ``split``
-    (token-weighted: mean_nll, perplexity, bits_per_token). ``block_size`` defaults to the
-    model's."""
-    require_choice("split", split, ("train", "val"))
-    require_int_scalar("batch_size", batch_size, min=1)
-    if max_batches is not None:
-        require_int_scalar("max_batches", max_batches, min=1)
-    device = device or next(model.parameters()).device
-    block_size = model.config.block_size if block_size is None else require_int_scalar(
-        "block_size", block_size, min=2)
-    was_training = model.training
-    model.eval()
-    meter = PerplexityMeter()
-    for b in corpus.eval_batches(split, batch_size, block_size, max_batches):
-        b = {k: v.to(device) for k, v in b.items()}
-        with autocast():
-            logits = model(b["input_ids"], **model_kwargs(b))
-        try:
-            meter.update(logits.float(), b["labels"])        # sync: the meter sums on the host
-        except ValueError:
-            if not bool(torch.isfinite(logits).all()):        # sync, only on this failure
-                raise NonFiniteLossError(f"the model gives NaN/inf logits on the {split} split") from None
-            raise
-    model.train(was_training)
-    if meter.n_tokens == 0:
-        raise ValueError(f"the {split} split has no row of block_size = {block_size} tokens with a "
-                         "target to score; use a smaller block_size or more text.")
-    return meter
 
 
 def _check_inputs(cfg, corpus, model, out_dir):
