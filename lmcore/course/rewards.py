@@ -1,5 +1,6 @@
 """Notebook 10 (what the loss rewards): tiny worlds of facts, the runs trained on them, the
-probes that score one answer, the compute of a step, and two exercise checkers.
+probes that score one answer, and the set-loss exercise checker. Data policy lives in
+:mod:`.rewards_data`, compute and exposure bias in :mod:`.rewards_compute`.
 
 Each world is a :class:`lmcore.data.DocumentCorpus` of short word-level documents such as
 ``P3 lives_in C7 .``; a probe reads the model's distribution at the answer position, so every
