@@ -7,6 +7,7 @@ The tokenizers live in :mod:`lmcore.tokenizers` and the download helper in
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -45,6 +46,8 @@ def python_docs_text() -> str:
 
 def read_text_file(path) -> str:
     """The whole file as text; a clear error if it is not UTF-8."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a file path (str or pathlib.Path); got {_describe(path)}.")
     path = Path(path)
     try:
         return path.read_text(encoding="utf-8")

@@ -188,7 +188,7 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
         raise TypeError(f"weight must have hidden's dtype {hidden.dtype}; got {weight.dtype}. "
                         "Cast one of them (e.g. under torch.autocast both come out alike).")
     if chunk_size is not None:
-        require_positive_int("chunk_size", chunk_size)
+        chunk_size = require_positive_int("chunk_size", chunk_size)
     if reduction == "none" or N * max(L - 1, 0) * V <= _DENSE_MAX_ELEMENTS:
         # Small (or per-token) problems: plain logits through the dense loss, nothing to save.
         return causal_lm_loss(hidden @ weight.T, labels, ignore_index=ignore_index,

@@ -220,3 +220,31 @@ def test_eval_batches_of_a_split_shorter_than_a_row_yield_nothing():
 def test_document_corpus_documents(docs, exc, name):
     with raises(exc, name):
         DocumentCorpus("c", CHAT, docs * 5 if docs else docs)
+
+
+@pytest.mark.parametrize("bad", [5, None, ["a.txt"], 3.5], ids=repr)
+def test_read_text_file_path_type(bad):
+    from lmcore.data import read_text_file
+    with raises(TypeError, "path"):
+        read_text_file(bad)
+
+
+def test_load_corpus_file_path_type():
+    from lmcore.data import load_corpus
+    with raises(TypeError, "path"):
+        load_corpus("file", path=5)
+
+
+def test_chunk_size_numpy_int_is_an_int():
+    import lmcore.loss
+    from lmcore import chunked_causal_lm_loss
+    h, w = torch.randn(2, 5, 3), torch.randn(7, 3)
+    y = torch.randint(0, 7, (2, 5))
+    old = lmcore.loss._DENSE_MAX_ELEMENTS
+    lmcore.loss._DENSE_MAX_ELEMENTS = 0
+    try:
+        a = chunked_causal_lm_loss(h, w, y, chunk_size=np.int64(3))
+        b = chunked_causal_lm_loss(h, w, y, chunk_size=3)
+    finally:
+        lmcore.loss._DENSE_MAX_ELEMENTS = old
+    assert torch.equal(a, b)
