@@ -49,9 +49,13 @@ def backward_micro_batches(model, micro_batches, autocast, ctx: DistContext, dev
             try:
                 nll = causal_lm_loss(logits, b["labels"], reduction="sum")  # sync: its input checks
             except ValueError:
-                if not bool(torch.isfinite(logits.detach()).all()):   # sync, only on this failure
+                if bool(torch.isfinite(logits.detach()).all()):       # sync, only on this failure
+                    raise
+                if not ctx.enabled:
                     raise NonFiniteLossError("the model produced NaN/inf logits") from None
-                raise
+                # Other ranks are about to all-reduce their gradients: join them with a NaN
+                # loss, so every rank sees a NaN norm and all stop at the same step.
+                nll = logits.float().sum() * float("nan")
             (nll * ctx.world_size / count.to(nll.dtype)).backward()   # world 1: nll / count
         total += nll.detach().to(acc)
     return total, count

@@ -209,7 +209,8 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
         except KeyboardInterrupt:
             result.status = "interrupted"
             result.message = f"interrupted at step {step}; returning the history so far."
-            print(result.message)
+            if ctx.is_main:
+                print(result.message)
         result.best_step, result.best_val_loss = best_step, best_val
         if out_dir is not None and cfg.keep_best and (out_dir / "best.pt").exists():
             result.best_path = out_dir / "best.pt"

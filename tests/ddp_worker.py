@@ -3,7 +3,8 @@
 ``grads OUT``: each rank backpropagates its own rows of one ragged float64 batch (two
 micro-batches each, through DDP) and rank 0 saves the gradients to OUT.
 ``resume OUT``: an uninterrupted run, a run stopped early and its resumption; rank 0 saves
-whether the resumed weights and history equal the uninterrupted ones.
+whether the resumed weights and history equal the uninterrupted ones. Then a run whose
+weights turn NaN on rank 1 only must stop with status "nan" on both ranks (not hang).
 """
 import json
 import sys
@@ -49,6 +50,12 @@ def resume(out: Path):
     full = train(cfg, chat, out_dir=out / "full")
     part = train(cfg, chat, out_dir=out / "part", callback=lambda step, m: step == 3)
     again = train(cfg, chat, out_dir=out / "part", resume=out / "part" / "checkpoint.pt")
+
+    def poison_rank1(step, model):                     # NaN weights on rank 1 only
+        if step == 2 and ctx.rank == 1:
+            with torch.no_grad():
+                model.blocks[0].mlp.c_fc.weight[0, 0] = float("nan")
+    nan = train(cfg, chat, callback=poison_rank1)        # must stop on both ranks, not hang
     if ctx.is_main:
         ck = torch.load(out / "part" / "checkpoint.pt", weights_only=True)
         same = all(torch.equal(p, q) for p, q in zip(full.model.state_dict().values(),
@@ -58,7 +65,7 @@ def resume(out: Path):
             "same_history": [(r["step"], r["val_loss"]) for r in full.history]
             == [(r["step"], r["val_loss"]) for r in again.history], "steps": [r["step"] for r in again.history],
             "world_size": ck["world_size"], "rank_rng": len(ck["rank_rng"]),
-            "tokens": again.history[-1]["tokens"]}))
+            "tokens": again.history[-1]["tokens"], "nan": [nan.status, nan.message[:20]]}))
     else:
         assert full.history == [] and again.history == []      # only rank 0 evaluates
     teardown(ctx)

@@ -53,13 +53,14 @@ def test_two_ranks_give_the_gradients_of_the_concatenated_batch(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_rank_run_resumes_exactly(tmp_path):
+def test_two_rank_run_resumes_exactly_and_stops_together_on_nan(tmp_path):
     torchrun(str(HERE / "ddp_worker.py"), "resume", str(tmp_path))
     r = json.loads((tmp_path / "result.json").read_text())
     assert r["status"] == ["finished", "stopped", "finished"]
     assert r["same_weights"] and r["same_history"] and r["steps"] == [0, 2, 4, 6]
     assert r["world_size"] == 2 and r["rank_rng"] == 2
     assert r["tokens"] == 6 * 2 * 2 * 8 * 32          # steps x ranks x grad_accum x batch x block
+    assert r["nan"] == ["nan", "stopped at step 3: t"]  # NaN on one rank stops both, same step
 
 
 @pytest.mark.slow
