@@ -15,9 +15,7 @@ with its hint, per exercise). Usage (needs the ``teach`` extra, ``pip install -e
 from __future__ import annotations
 
 import argparse
-import csv
 import os
-import re
 import shutil
 import sys
 import time
@@ -26,15 +24,13 @@ from pathlib import Path
 
 import nbformat
 
+from .grade_report import notes_for, write_report
 from .nbgrader_meta import stamp_notebook
 from .student import STUB
 
 __all__ = ["ASSIGNMENT", "nbgrader_config", "prepare_course", "grade_submissions", "main"]
 
 ASSIGNMENT = "lmcore"
-_CHECK_LINE = re.compile(r"^[✓✗…] .*$", re.M)
-_SUSPECT = re.compile(r"^\s*(def\s+check_\w+|[\w.]*check_\w+\s*=(?!=)|[\w.]*lmcore[\w.]*\.\w+\s*=(?!=)|"
-                      r"setattr\(|import\s+builtins)", re.M)
 
 
 def nbgrader_config(course_dir, timeout: int):
@@ -78,49 +74,6 @@ def _copy_submission(path: Path, dest: Path, source: Path) -> None:
     nbformat.write(nb, dest)
 
 
-def _column(notebook: str, grade_id: str) -> str:
-    prefix = notebook.split("_")[0] if notebook[:2].isdigit() else notebook
-    return f"{prefix}_{grade_id.removeprefix('test_')}"
-
-
-def _explain(cell, timeout: int) -> str:
-    """One line for a graded cell of an autograded notebook: the check's line, or why it errored."""
-    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-    lines = _CHECK_LINE.findall(text)
-    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-    if lines and (not errors or errors[0].get("ename") in ("NotPassed", "AssertionError")):
-        return " ".join(lines)
-    if not errors:
-        return "ran without error" if not any(o.get("name") == "stderr" for o in cell.get("outputs", [])) \
-            else "the cell wrote to stderr (nbgrader gives no points then)"
-    ename, evalue = errors[0].get("ename", ""), errors[0].get("evalue", "")
-    if ename in ("CellTimeoutError", "KeyboardInterrupt"):
-        return f"stopped after the {timeout} s limit per cell (an endless loop?)"
-    if ename == "NameError":
-        return (f"{ename}: {evalue} (the cell that defines it failed, e.g. a syntax error, "
-                "or was deleted)")
-    return f"{ename}: {evalue}"
-
-
-def _notes(submitted: Path, source: Path) -> list[str]:
-    """What in a submission the instructor may want to look at: edited locked cells, redefinitions."""
-    notes = []
-    sub, src = nbformat.read(submitted, as_version=4), nbformat.read(source, as_version=4)
-    originals = {c.metadata["nbgrader"]["grade_id"]: c for c in src.cells if "nbgrader" in c.metadata}
-    for cell in sub.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        orig = originals.get(meta.get("grade_id"))
-        if orig is not None and orig.metadata["nbgrader"].get("locked") and \
-                cell.source.strip() != orig.source.strip():
-            notes.append(f"{submitted.stem}: locked cell {meta['grade_id']} was edited; graded with "
-                         "the original")
-        elif (orig is None or not orig.metadata["nbgrader"].get("locked")) and cell.cell_type == "code":
-            for m in _SUSPECT.finditer(cell.source):
-                notes.append(f"{submitted.stem}: a cell of the student's has `{m.group(1).strip()}`; "
-                             "graded with the instructor's checkers (review it)")
-    return notes
-
-
 def grade_submissions(submissions, out="grades", *, source_dir="notebooks", timeout: int = 120,
                       assignment: str = ASSIGNMENT, log=print) -> dict:
     """Autograde every ``submissions/<student>/*.ipynb``; returns {"columns", "rows", "seconds", ...}."""
@@ -131,7 +84,6 @@ def grade_submissions(submissions, out="grades", *, source_dir="notebooks", time
 
 
 def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
-    from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
@@ -155,61 +107,25 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
     for student in students:
         dest = course / "submitted" / student / assignment
         dest.mkdir(parents=True)
+        notes[student] = []
         for f in (submissions / student).glob("*.ipynb"):
-            _copy_submission(f, dest / f.name, course / "source" / assignment / f.name)
+            try:
+                _copy_submission(f, dest / f.name, course / "source" / assignment / f.name)
+                notes[student] += notes_for(dest / f.name, course / "source" / assignment / f.name)
+            except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the class
+                notes[student].append(f"{f.stem}: not a readable notebook ({type(exc).__name__}); scored 0")
+                (dest / f.name).unlink(missing_ok=True)
         t0 = time.perf_counter()
         result = api.autograde(assignment, student, force=True, create=True)
         seconds[student] = time.perf_counter() - t0
         if not result["success"]:
-            raise RuntimeError(f"nbgrader autograde failed for {student}:\n{result.get('error') or result.get('log')}")
-        notes[student] = [n for f in sorted(dest.glob("*.ipynb"))
-                          for n in _notes(f, course / "source" / assignment / f.name)]
-        log(f"graded {student} in {seconds[student]:.1f} s")
+            last = (result.get("error") or result.get("log") or "").strip().splitlines()[-1:]
+            notes[student].append(f"nbgrader could not grade this submission: {' '.join(last)}")
+        log(f"graded {student} in {seconds[student]:.1f} s" + ("" if result["success"] else " (failed)"))
 
-    db_url = f"sqlite:///{(course / 'gradebook.db').resolve()}"
-    columns, maxima, rows = [], {}, []
-    with Gradebook(db_url) as gb:
-        for nb in sorted(gb.find_assignment(assignment).notebooks, key=lambda n: n.name):
-            order = [c.metadata["nbgrader"]["grade_id"] for c in
-                     nbformat.read(course / "source" / assignment / f"{nb.name}.ipynb", as_version=4).cells
-                     if c.metadata.get("nbgrader", {}).get("grade")]
-            for grade_id in order:
-                columns.append((nb.name, grade_id))
-                maxima[(nb.name, grade_id)] = gb.find_grade_cell(grade_id, nb.name, assignment).max_score
-        for student in students:
-            scores = {key: gb.find_grade(key[1], key[0], assignment, student).score for key in columns}
-            rows.append((student, scores))
-
-    out.mkdir(parents=True, exist_ok=True)
-    fmt = lambda x: f"{x:g}"  # noqa: E731
-    header = ["student"] + [_column(*k) for k in columns] + ["total"]
-    with open(out / "grades.csv", "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        for student, scores in rows:
-            writer.writerow([student] + [fmt(scores[k]) for k in columns] + [fmt(sum(scores.values()))])
-    (out / "feedback").mkdir(exist_ok=True)
-    total_max = sum(maxima.values())
-    for student, scores in rows:
-        lines = [f"# Feedback for {student}: {fmt(sum(scores.values()))} / {fmt(total_max)} points", ""]
-        for nb_name in dict.fromkeys(k[0] for k in columns):
-            graded = course / "autograded" / student / assignment / f"{nb_name}.ipynb"
-            cells = {}
-            if graded.exists():
-                cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nbformat.read(graded, as_version=4).cells
-                         if c.metadata.get("nbgrader", {}).get("grade")}
-            lines.append(f"## {nb_name}")
-            for key in (k for k in columns if k[0] == nb_name):
-                why = _explain(cells[key[1]], timeout) if key[1] in cells else "notebook not submitted"
-                lines.append(f"- **{key[1].removeprefix('test_')}**: {fmt(scores[key])} / "
-                             f"{fmt(maxima[key])}. {why}")
-            lines.append("")
-        if notes[student]:
-            lines += ["## Notes for the instructor"] + [f"- {n}" for n in notes[student]] + [""]
-        (out / "feedback" / f"{student}.md").write_text("\n".join(lines))
-    return {"columns": header, "rows": [[s] + [scores[k] for k in columns] + [sum(scores.values())]
-                                        for s, scores in rows],
-            "max": total_max, "seconds": seconds, "notes": notes, "course": course}
+    rows, header, total_max = write_report(course, assignment, students, notes, out, timeout)
+    return {"columns": header, "rows": rows, "max": total_max, "seconds": seconds, "notes": notes,
+            "course": course}
 
 
 def main(argv=None) -> int:

@@ -3,7 +3,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from lmcore.course.grade import _column, _copy_submission, _explain, _notes, grade_submissions
+from lmcore.course.grade import _copy_submission, grade_submissions
+from lmcore.course.grade_report import column as _column, explain as _explain, notes_for as _notes
 from lmcore.course.nbgrader_meta import stamp_notebook
 
 SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"

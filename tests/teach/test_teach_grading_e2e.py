@@ -1,7 +1,7 @@
 """Grading the graders: generated submissions go through nbgrader's autograder (make grade).
 
 Notebooks 00 and 01 (three exercises: surprise, stable_softmax, nll_from_logits) are stamped,
-released with ``nbgrader generate_assignment`` and answered in seven ways; every submission is
+released with ``nbgrader generate_assignment`` and answered in seven ways (plus one unreadable file); every submission is
 graded once by :func:`lmcore.course.grade.grade_submissions` with a 20 s limit per cell.
 """
 import csv
@@ -72,6 +72,8 @@ def _submissions(tmp):
     submission("cheater", [((NAMES[0], "surprise"), fake_surprise),
                            ((NAMES[1], "stable_softmax"), fake_softmax),
                            ((NAMES[1], "nll_from_logits"), edited_test)])
+    (tmp / "submissions" / "broken").mkdir()
+    (tmp / "submissions" / "broken" / f"{NAMES[0]}.ipynb").write_text('{"cells": [')  # cut off; no 01
     return tmp / "submissions"
 
 
@@ -94,7 +96,7 @@ def test_grades_csv_has_one_row_per_student_and_one_column_per_exercise(graded):
     assert report["columns"] == ["student"] + EXERCISES + ["total"]
     assert sorted(rows) == sorted(feedback) == sorted(
         ["reference", "untouched", "one_wrong", "endless_loop", "syntax_error", "deleted_test",
-         "cheater"])
+         "cheater", "broken"])
     assert report["max"] == 3
 
 
@@ -140,3 +142,9 @@ def test_redefined_checks_and_edited_or_deleted_test_cells_are_graded_by_the_ins
     assert "test_nll_from_logits was edited" in notes and "def check_stable_softmax" in notes
     assert "_s.check_surprise =" in notes
     assert not report["notes"]["reference"]
+
+
+def test_an_unreadable_or_missing_notebook_scores_zero_and_grading_goes_on(graded):
+    report, rows, feedback = graded
+    assert _scores(rows, "broken") == [0, 0, 0, 0]
+    assert "not a readable notebook" in feedback["broken"]
