@@ -167,7 +167,8 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0; got {max_new_tokens!r}.")
     block_size = getattr(getattr(model, "config", None), "block_size", None)
-    if not isinstance(model, torch.nn.Module) or not isinstance(block_size, int):
+    if not isinstance(model, torch.nn.Module) or isinstance(block_size, bool) \
+            or not isinstance(block_size, numbers.Integral):
         raise TypeError(f"model must be a causal LM module with config.block_size (e.g. "
                         f"lmcore.GPT); got {type(model).__name__}.")
     require_generator(generator)
