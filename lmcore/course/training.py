@@ -1,6 +1,6 @@
 """Notebook 08 (the training run): AdamW by hand, the phases of a loss curve, the loss plot,
-exposure bias measured two ways, the sampling widget (its state: :func:`sampling_state`), and
-the exercise checkers.
+the sampling widget (its state: :func:`sampling_state`), what a sample and a top-p filter must
+satisfy on any run, and the exercise checkers. Exposure bias: :mod:`lmcore.course.exposure`.
 """
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ import math
 import numpy as np
 import torch
 
-from ..loss import causal_lm_loss
 from ..perplexity import bits_per_byte
 from ..sample import filter_logits, generate, next_token_distribution
 from .checks import Case, check
 from .style import COLORS, new_figure
 
 __all__ = ["preset_for", "adamw_by_hand", "curve_phases", "plot_loss_curves", "show_char",
-           "single_mistake_effect", "own_text_entropy", "plot_mistake_effect", "sampling_state",
-           "plot_next_token_distribution", "sampling_explorer", "bits_per_char_reference",
-           "check_bits_per_char", "top_p_reference", "check_top_p"]
+           "context_limit", "sampling_state", "top_p_properties", "word_share", "plot_next_token_distribution",
+           "sampling_explorer", "bits_per_char_reference", "check_bits_per_char",
+           "top_p_reference", "check_top_p"]
 
 
 def preset_for(device) -> str:
@@ -89,48 +88,12 @@ def show_char(c: str) -> str:
     return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(c, c)
 
 
-@torch.no_grad()
-def single_mistake_effect(model, ids: torch.Tensor, position: int, *, seed: int = 0) -> np.ndarray:
-    """Extra loss (nats) on the *real* next characters after one wrong input character.
-
-    ``ids`` (N, L) are real windows; the token at ``position`` is replaced by a different,
-    random one in each row. Entry ``t`` of the result (length L-1) is the mean over rows of
-    loss(corrupted input) - loss(clean input) for the target at t+1; targets before the
-    mistake are unaffected (causal), the one right after it pays the most.
-    """
-    if ids.dim() != 2 or not 0 <= position < ids.shape[1] - 1:
-        raise ValueError(f"ids must be (N, L) and position in [0, L-1); got {tuple(ids.shape)}, {position}.")
-    V = model.config.vocab_size
-    g = torch.Generator().manual_seed(seed)
-    bad = ids.clone()
-    bad[:, position] = (ids[:, position] + torch.randint(1, V, (len(ids),), generator=g).to(ids.device)) % V
-    clean = causal_lm_loss(model(ids).float(), ids, reduction="none")        # (N, L-1)
-    hurt = causal_lm_loss(model(bad).float(), ids, reduction="none")        # same real targets
-    return (hurt - clean).mean(0).double().cpu().numpy()
-
-
-@torch.no_grad()
-def own_text_entropy(model, real_ids: torch.Tensor, *, n_new: int, temperature: float = 1.0,
-                     seed: int = 0) -> dict:
-    """The model's mean uncertainty (entropy of its next-token distribution, nats) reading real
-    text ``real_ids`` (N, L) vs its own text, written from the same prompts (the first 8 tokens)."""
-    def entropy(x):
-        logp = torch.log_softmax(model(x).float(), -1)
-        return float(-(logp.exp() * logp).sum(-1).mean())
-    own = generate(model, real_ids[:, :8], n_new, temperature=temperature,
-                   generator=torch.Generator().manual_seed(seed))
-    return {"real": entropy(real_ids), "own": entropy(own[:, -real_ids.shape[1]:])}
-
-
-def plot_mistake_effect(extra, position: int):
-    """Bars of :func:`single_mistake_effect`'s extra loss against the target's position."""
-    fig, ax, x = *new_figure(width=7.0, height=3.0), np.arange(1, len(extra) + 1)  # t scores t+1
-    ax.bar(x, extra, color=[COLORS["wrong"] if t > position else COLORS["input"] for t in x])
-    ax.axvline(position, color=COLORS["ignored"], ls="--", label=f"wrong input at position {position}")
-    ax.set(xlabel="position of the target character", ylabel="extra loss (nats)",
-           title="One wrong input character: the cost on the real text after it")
-    ax.legend()
-    return fig
+def context_limit(model) -> int:
+    """``block_size - 1``: the longest context (prompt plus generated tokens) whose every
+    position was trained. A window of ``block_size`` tokens has targets at its first
+    ``block_size - 1`` positions only (the label shift), so the last position's prediction, and
+    its position embedding, never get a gradient."""
+    return model.config.block_size - 1
 
 
 @torch.no_grad()
@@ -138,19 +101,49 @@ def sampling_state(model, tokenizer, prompt: str, *, temperature: float = 1.0, t
                    top_p=None, n_new: int = 120, seed: int = 0) -> dict:
     """What the sampling widget shows: the next-token distribution after ``prompt`` before and
     after the settings (``raw``: softmax(logits / T); ``probs``: after top-k / top-p), and a
-    sample of ``n_new`` tokens drawn with them from ``seed``. top_k 0 and top_p 1 mean off."""
+    sample of up to ``n_new`` tokens drawn with them from ``seed``. top_k 0 and top_p 1 mean off.
+
+    Prompt and sample stay within ``block_size - 1`` tokens (:func:`context_limit`): a training
+    window's last position has no target, so the model never learned to predict from there."""
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"prompt must be a non-empty str; got {prompt!r}.")
     top_k = top_k or None
     top_p = None if top_p is None or top_p >= 1 else top_p
     ids = torch.tensor(tokenizer.encode(prompt), device=next(model.parameters()).device)
-    logits = model(ids[None, -model.config.block_size:])[0, -1].float().cpu()       # (V,)
+    ids = ids[-context_limit(model):]
+    n_new = max(0, min(n_new, context_limit(model) - len(ids)))
+    logits = model(ids[None])[0, -1].float().cpu()                                   # (V,)
     raw = next_token_distribution(logits, max(temperature, 1e-6))
     probs = next_token_distribution(logits, temperature, top_k, top_p)
     out = generate(model, ids, n_new, temperature=temperature, top_k=top_k, top_p=top_p,
                    generator=torch.Generator().manual_seed(seed))
     return {"raw": raw.double().numpy(), "probs": probs.double().numpy(),
             "kept": int((probs > 0).sum()), "sample": tokenizer.decode(out[len(ids):])}
+
+
+def top_p_properties(raw, kept, p: float) -> dict:
+    """What a top-p filter must satisfy, whatever the model: ``raw`` the distribution before the
+    filter, ``kept`` after it (both (V,)). ``most_likely``: the kept tokens are the k most likely
+    ones; ``reaches_p``: their raw mass is at least p; ``smallest``: without the least likely
+    kept token the mass falls below p; ``renormalised``: the kept probabilities sum to 1 and
+    keep their ratios."""
+    raw, kept = np.asarray(raw, dtype=np.float64), np.asarray(kept, dtype=np.float64)
+    mask = kept > 0
+    k = int(mask.sum())
+    order = np.argsort(-raw, kind="stable")
+    mass = float(raw[mask].sum())
+    return {"kept": k, "most_likely": bool(k > 0 and raw[mask].min() >= raw[order[k - 1]]),
+            "reaches_p": mass >= p - 1e-9, "smallest": k > 0 and mass - raw[mask].min() < p,
+            "renormalised": bool(abs(kept.sum() - 1) < 1e-6 and np.allclose(kept[mask], raw[mask] / mass))}
+
+
+def word_share(text: str, vocabulary) -> float:
+    """The share of the words in ``text`` (runs of 2+ letters) that occur in ``vocabulary`` (a
+    set of words, e.g. ``set(re.findall("[A-Za-z]{2,}", training_text))``); NaN for no words."""
+    import re
+
+    words = re.findall(r"[A-Za-z]{2,}", text)
+    return sum(w in vocabulary for w in words) / len(words) if words else float("nan")
 
 
 def plot_next_token_distribution(state: dict, tokenizer, *, k: int = 30, title: str = ""):

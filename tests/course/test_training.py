@@ -1,5 +1,5 @@
 """Notebook 08's support code: AdamW by hand, curve phases, exposure-bias measurements, the
-sampling widget's state, plots and the exercise checkers.
+sampling widget's state, top-p properties, word share, plots and the exercise checkers.
 
 References are independent: torch.optim.AdamW, F.cross_entropy in float64, naive loops.
 """
@@ -14,6 +14,7 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from lmcore.course import exposure as E  # noqa: E402
 from lmcore.course import training as T  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 from lmcore.tokenizers import CharTokenizer  # noqa: E402
@@ -83,37 +84,6 @@ def test_plot_loss_curves_lines_and_phases():
     plt.close(fig)
 
 
-def test_single_mistake_effect_against_a_naive_loop(tiny):
-    model, _ = tiny
-    ids = torch.randint(len(TEXT), (6, 12), generator=torch.Generator().manual_seed(3))
-    got = T.single_mistake_effect(model, ids, 4, seed=5)
-    g = torch.Generator().manual_seed(5)       # the same corruption, rebuilt
-    bad = ids.clone()
-    bad[:, 4] = (ids[:, 4] + torch.randint(1, len(TEXT), (6,), generator=g)) % len(TEXT)
-    assert (bad[:, 4] != ids[:, 4]).all()
-    with torch.no_grad():
-        lc, lb = model(ids).double(), model(bad).double()
-    ref = np.zeros(11)
-    for t in range(11):
-        ref[t] = np.mean([float(F.cross_entropy(lb[n, t], ids[n, t + 1]) - F.cross_entropy(lc[n, t], ids[n, t + 1]))
-                          for n in range(6)])
-    assert np.allclose(got, ref, atol=1e-5)
-    assert np.abs(got[:4]).max() < 1e-6                      # causal: nothing before the mistake
-    with pytest.raises(ValueError, match="position"):
-        T.single_mistake_effect(model, ids, 11)
-
-
-def test_own_text_entropy(tiny):
-    model, _ = tiny
-    ids = torch.randint(len(TEXT), (4, 16), generator=torch.Generator().manual_seed(2))
-    out = T.own_text_entropy(model, ids, n_new=10, seed=0)
-    with torch.no_grad():
-        ref = torch.distributions.Categorical(logits=model(ids).double()).entropy().mean()
-    assert out["real"] == pytest.approx(float(ref), abs=1e-5)
-    assert 0 < out["own"] <= math.log(len(TEXT)) + 1e-6
-    assert out == T.own_text_entropy(model, ids, n_new=10, seed=0)        # seeded
-
-
 def _naive_filtered(logits, T_, k=None, p=None):
     z = [float(v) / T_ for v in logits]
     m = max(z)
@@ -142,7 +112,7 @@ def test_sampling_state_distribution(tiny, T_, k, p):
     assert np.allclose(s["probs"], _naive_filtered(logits, T_, k, p), atol=1e-6)
     assert np.allclose(s["raw"], _naive_filtered(logits, T_), atol=1e-6)
     assert s["kept"] == int((s["probs"] > 0).sum()) and (k is None or s["kept"] <= k)
-    assert len(s["sample"]) == 15 and set(s["sample"]) <= set(TEXT)
+    assert len(s["sample"]) == 16 - 1 - 5 and set(s["sample"]) <= set(TEXT)   # within block_size - 1
     again = T.sampling_state(model, tok, "abc d", temperature=T_, top_k=k, top_p=p, n_new=15, seed=4)
     assert again["sample"] == s["sample"]
 
@@ -159,13 +129,23 @@ def test_sampling_state_off_values_greedy_and_errors(tiny):
         T.sampling_state(model, tok, "", n_new=3)
 
 
+def test_sampling_stays_within_the_trained_positions(tiny):
+    model, tok = tiny
+    assert T.context_limit(model) == 15
+    assert T.sampling_state(model, tok, "abcdefghij", n_new=50)["sample"].__len__() == 5
+    long = T.sampling_state(model, tok, "abcdefghij" * 3, n_new=50)     # 30 > 15: the last 15 read
+    with torch.no_grad():
+        ref = torch.softmax(model(torch.tensor([tok.encode(("abcdefghij" * 3)[-15:])]))[0, -1].double(), -1)
+    assert long["sample"] == "" and np.allclose(long["raw"], ref.numpy(), atol=1e-6)
+
+
 def test_plots_and_widget(tiny):
     model, tok = tiny
     s = T.sampling_state(model, tok, "ab", top_k=3, n_new=5)
     fig = T.plot_next_token_distribution(s, tok, k=8)
     assert len(fig.axes[0].get_xticks()) == 8
     plt.close(fig)
-    fig = T.plot_mistake_effect(np.linspace(0, 1, 11), 4)
+    fig = E.plot_mistake_effect(np.linspace(0, 1, 11), 4)
     assert len(fig.axes[0].patches) == 11
     plt.close(fig)
     box = T.sampling_explorer(model, tok, "ab", n_new=5)
@@ -265,3 +245,84 @@ def test_checkers_say_not_attempted(capsys):
         raise NotImplementedError
     assert not T.check_top_p(stub) and not T.check_bits_per_char(stub)
     assert capsys.readouterr().out.count("not attempted yet") == 2
+
+
+def test_single_mistake_effect_against_a_naive_loop(tiny):
+    model, _ = tiny
+    ids = torch.randint(len(TEXT), (6, 12), generator=torch.Generator().manual_seed(3))
+    got = E.single_mistake_effect(model, ids, 4, seed=5)
+    g = torch.Generator().manual_seed(5)       # the same corruption, rebuilt
+    bad = ids.clone()
+    bad[:, 4] = (ids[:, 4] + torch.randint(1, len(TEXT), (6,), generator=g)) % len(TEXT)
+    assert (bad[:, 4] != ids[:, 4]).all()
+    with torch.no_grad():
+        lc, lb = model(ids).double(), model(bad).double()
+    ref = np.zeros(11)
+    for t in range(11):
+        ref[t] = np.mean([float(F.cross_entropy(lb[n, t], ids[n, t + 1]) - F.cross_entropy(lc[n, t], ids[n, t + 1]))
+                          for n in range(6)])
+    assert np.allclose(got, ref, atol=1e-5)
+    assert np.abs(got[:4]).max() < 1e-6                      # causal: nothing before the mistake
+    with pytest.raises(ValueError, match="position"):
+        E.single_mistake_effect(model, ids, 11)
+
+
+def test_free_running_loss_against_float64_cross_entropy(tiny):
+    model, _ = tiny
+    rows = torch.randint(len(TEXT), (5, 14), generator=torch.Generator().manual_seed(1))
+    fr = E.free_running_loss(model, rows, prompt_len=4, seed=3)
+    own = fr["own_ids"]
+    assert own.shape == rows.shape and torch.equal(own[:, :4], rows[:, :4])
+    assert not torch.equal(own, rows)
+    for key, x in (("own", own), ("real", rows)):
+        with torch.no_grad():
+            logits = model(x).double()
+        ref = np.array([[float(F.cross_entropy(logits[n, t], x[n, t + 1])) for t in range(3, 13)]
+                        for n in range(5)]).mean(0)
+        assert fr[key].shape == (10,) and np.allclose(fr[key], ref, atol=1e-5)
+    again = E.free_running_loss(model, rows, prompt_len=4, seed=3)
+    assert torch.equal(again["own_ids"], own)                       # seeded
+    for bad in (dict(prompt_len=0), dict(prompt_len=14)):
+        with pytest.raises(ValueError, match="prompt_len"):
+            E.free_running_loss(model, rows, **bad)
+    with pytest.raises(ValueError, match="block_size|reads at most"):
+        E.free_running_loss(model, torch.zeros(2, 20, dtype=torch.long))
+
+
+def test_growth_and_plot():
+    assert E.growth(np.r_[np.zeros(8), np.ones(8), np.full(16, 2.0)]) == pytest.approx(2.0)
+    assert E.growth(np.arange(20.0), first=4, last=4) == pytest.approx(16.0)
+    with pytest.raises(ValueError, match="at least"):
+        E.growth(np.zeros(5))
+    fig = E.plot_free_running({"own": np.ones(10), "real": np.zeros(10)})
+    assert len(fig.axes[0].lines) == 2 and fig.axes[0].get_title()
+    plt.close(fig)
+
+
+PROPS = ("most_likely", "reaches_p", "smallest", "renormalised")
+
+
+def test_top_p_properties_accept_the_reference_and_catch_wrong_filters():
+    g = torch.Generator().manual_seed(0)
+    for V in (5, 30, 103):
+        w = torch.rand(V, generator=g, dtype=torch.float64) ** 3
+        raw = w / w.sum()
+        for p in (0.3, 0.9):
+            ok = T.top_p_properties(raw.numpy(), T.top_p_reference(raw, p).numpy(), p)
+            assert ok["most_likely"] and ok["reaches_p"] and ok["smallest"] and ok["renormalised"]
+            assert ok["kept"] == int((torch.cumsum(raw.sort(descending=True).values, 0) - raw.sort(descending=True).values < p).sum())
+            ref = T.top_p_reference(raw, p)
+            for wrong in (_excludes_crossing, _no_renormalise, _ascending, _unsorted):
+                out = wrong(raw, p)
+                if not torch.allclose(out, ref):            # where the wrong filter differs, it is caught
+                    props = T.top_p_properties(raw.numpy(), out.numpy(), p)
+                    assert not all(props[k] for k in PROPS), (wrong.__name__, V, p)
+            everything = T.top_p_properties(raw.numpy(), raw.numpy(), p)        # no filter at all
+            assert not everything["smallest"]
+
+
+def test_word_share():
+    vocab = {"the", "return", "value"}
+    assert T.word_share("The return value, the value!", vocab) == pytest.approx(4 / 5)   # "The" != "the"
+    assert T.word_share("xq zzv the", vocab) == pytest.approx(1 / 3)
+    assert math.isnan(T.word_share("1 + 2 ;", vocab))

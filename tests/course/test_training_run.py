@@ -1,0 +1,75 @@
+"""Notebook 08's corpus views (one text stream or a packed stream of documents) and its first-loss
+verdict under bf16 autocast. References: the corpora's own token tensors, re.findall, a model
+evaluated by hand under the same autocast."""
+import copy
+import math
+
+import pytest
+import torch
+
+from lmcore.course import training_run as R
+from lmcore.data import TextCorpus, load_corpus
+from lmcore.model import GPT, GPTConfig
+from lmcore.presets import autocast_for, preset
+from lmcore.stdlib_corpus import PackedStreamCorpus
+from lmcore.tokenizers import ByteTokenizer, CharTokenizer
+from lmcore.train import evaluate, train
+
+TEXT = "the cat sat on the mat. " * 40
+
+
+def _text_corpus():
+    tok = CharTokenizer(TEXT)
+    return TextCorpus("t", tok, tok.encode(TEXT))
+
+
+def _packed_corpus():
+    tok = ByteTokenizer()
+    docs = [torch.tensor(tok.encode(f"def f{k}():\n    return {k}\n")) for k in range(10)]
+    return PackedStreamCorpus("p", tok, docs, [k % 5 == 4 for k in range(10)])
+
+
+def test_split_tokens_and_summary_on_both_kinds_of_corpus():
+    c = _text_corpus()
+    assert torch.equal(R.split_tokens(c, "train"), c.train) and torch.equal(R.split_tokens(c, "val"), c.val)
+    s = R.corpus_summary(c)
+    assert (s["tokens"], s["train"] + s["val"], s["V"]) == (len(TEXT), len(TEXT), c.vocab_size)
+    p = _packed_corpus()
+    assert R.split_tokens(p, "train").tolist() + R.split_tokens(p, "val").tolist() == p.ids.tolist()
+    sp = R.corpus_summary(p)
+    assert sp["train"] == p.num_tokens("train") and sp["val"] == p.num_tokens("val") and sp["V"] == 259
+    with pytest.raises(ValueError, match="split"):
+        R.split_tokens(c, "test")
+    with pytest.raises(TypeError, match="corpus"):
+        R.split_tokens(object(), "train")
+
+
+def test_eval_windows_are_the_stream_in_order():
+    c = _text_corpus()
+    w = R.eval_windows(c, 3, 8, split="train")
+    assert w.shape == (3, 8) and torch.equal(w.flatten(), c.train[:24])
+    with pytest.raises(ValueError, match="n must be"):
+        R.eval_windows(c, 10_000, 8)
+
+
+def test_training_words():
+    c = _text_corpus()
+    assert R.training_words(c) == {"the", "cat", "sat", "on", "mat"}
+
+
+def test_first_loss_verdict_holds_under_bf16_autocast():
+    """train() records its step-0 loss under the run's autocast; the notebook evaluates the
+    same model under the same autocast, so the two agree to 1e-4 in bf16 too."""
+    corpus = load_corpus("python-docs")
+    cfg = preset("smoke", dtype="bfloat16", device="cpu", max_steps=1, eval_batches=2, progress=False)
+    torch.manual_seed(cfg.seed)
+    model = GPT(GPTConfig(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                          n_head=cfg.n_head, n_embd=cfg.n_embd))
+    ac = autocast_for(torch.device("cpu"), "bfloat16")
+    ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches)
+    first_bf16 = evaluate(model, corpus, "train", autocast=ac, **ev).mean_nll
+    first_fp32 = evaluate(model, corpus, "train", **ev).mean_nll
+    result = train(cfg, corpus, model=copy.deepcopy(model))
+    assert abs(result.history[0]["train_loss"] - first_bf16) <= 1e-4
+    assert abs(first_bf16 - math.log(corpus.vocab_size)) < 0.1
+    assert first_bf16 != first_fp32          # the precision matters: compare like with like
