@@ -15,14 +15,14 @@ from .presets import PRESETS, TrainConfig, preset
 from .sample import filter_logits, generate, next_token_distribution
 from .shift import (IGNORE_INDEX, PackedBatch, document_causal_mask, labels_from_attention_mask,
                     mask_cross_document_targets, num_valid_targets, pack_documents,
-                    shift_for_next_token)
+                    position_ids_from_attention_mask, shift_for_next_token)
 
 __version__ = "0.1.0"
 
 __all__ = ["handcalc", "data", "diagnose", "model", "sample", "run_checks", "DiagnosisReport",
            "CheckRow", "CHECK_NAMES", "token_weights",
            "IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
-           "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
+           "labels_from_attention_mask", "position_ids_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
            "pack_documents", "document_causal_mask", "causal_lm_loss", "chunked_causal_lm_loss",
            "PerplexityMeter", "LN2", "nats_to_bits", "bits_to_nats", "perplexity_from_nll",
            "bits_per_byte", "GPT", "GPTConfig", "generate", "filter_logits",

@@ -18,7 +18,7 @@ from ._validate import _describe, require_int, require_int_scalar, require_posit
 
 __all__ = ["IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
            "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
-           "pack_documents", "document_causal_mask"]
+           "pack_documents", "document_causal_mask", "position_ids_from_attention_mask"]
 
 IGNORE_INDEX = -100
 
@@ -51,6 +51,25 @@ def num_valid_targets(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) ->
     return int((labels[:, 1:] != ignore_index).sum())
 
 
+def _require_01_mask(attention_mask: torch.Tensor) -> None:
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(f"attention_mask must be a bool or integer tensor of 0/1; got dtype "
+                        f"{attention_mask.dtype}. Convert with attention_mask.long().")
+    if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token); got "
+                         f"values {sorted(set(attention_mask.unique().tolist()))[:6]}.")
+
+
+def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``position_ids`` (N, L): each real token's index among the real tokens of its row
+    (``attention_mask.cumsum(-1) - 1``), 0 on padding. A left-padded row then gets the positions
+    it would have without padding; a learned-position model needs them (notebook 05)."""
+    require_tensor("attention_mask", attention_mask, 2, "(N, L)")
+    _require_01_mask(attention_mask)
+    mask = attention_mask.long()
+    return torch.where(mask == 1, mask.cumsum(-1) - 1, torch.zeros_like(mask))
+
+
 def labels_from_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor):
     """``labels`` (N, L): a copy of ``input_ids`` with IGNORE_INDEX wherever the mask is 0.
 
@@ -63,9 +82,7 @@ def labels_from_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Te
     if attention_mask.shape != input_ids.shape:
         raise ValueError(f"attention_mask must have the shape of input_ids "
                          f"{tuple(input_ids.shape)}; got {tuple(attention_mask.shape)}.")
-    if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
-        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token); got "
-                         f"values {sorted(set(attention_mask.unique().tolist()))[:6]}.")
+    _require_01_mask(attention_mask)
     labels = input_ids.clone()
     labels[attention_mask == 0] = IGNORE_INDEX
     return labels

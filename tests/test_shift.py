@@ -153,3 +153,31 @@ def test_document_causal_mask_single_document_is_causal():
     g = torch.Generator().manual_seed(3)
     ids = torch.randint(0, 3, (3, 7), generator=g)
     assert torch.equal(document_causal_mask(ids), _naive_doc_mask(ids))
+
+
+def test_position_ids_from_attention_mask_against_a_naive_loop():
+    from lmcore.shift import position_ids_from_attention_mask
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        mask = (torch.rand(3, 7, generator=g) < 0.7).long()
+        naive = torch.zeros_like(mask)
+        for n in range(3):
+            k = 0
+            for t in range(7):
+                if mask[n, t]:
+                    naive[n, t] = k
+                    k += 1
+        assert torch.equal(position_ids_from_attention_mask(mask), naive)
+        assert torch.equal(position_ids_from_attention_mask(mask.bool()), naive)
+
+
+@pytest.mark.parametrize("bad, exc, word", [
+    (torch.ones(2, 3), TypeError, "attention_mask"),
+    (torch.tensor([[1, 2, 0]]), ValueError, "only 0"),
+    (torch.ones(3, dtype=torch.long), ValueError, "attention_mask"),
+    ([[1, 1, 0]], TypeError, "attention_mask"),
+])
+def test_position_ids_from_attention_mask_rejects_bad_masks(bad, exc, word):
+    from lmcore.shift import position_ids_from_attention_mask
+    with pytest.raises(exc, match=word):
+        position_ids_from_attention_mask(bad)

@@ -10,7 +10,8 @@ import torch
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..perplexity import PerplexityMeter
-from ..shift import IGNORE_INDEX, labels_from_attention_mask, num_valid_targets
+from ..shift import (IGNORE_INDEX, labels_from_attention_mask, num_valid_targets,
+                     position_ids_from_attention_mask)
 from .checks import Case, check
 from .style import COLORS, draw_grid, new_figure
 
@@ -76,13 +77,6 @@ def tiny_gpt(seed: int = 0, vocab_size: int = len(TOKENS), block_size: int = 16)
     torch.manual_seed(seed)
     return GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2,
                          n_embd=16, dropout=0.0, init_std=0.5)).double().eval()
-
-
-def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """position_ids (N, L): each real token's index among the real tokens of its row
-    (``attention_mask.cumsum(-1) - 1``), 0 on padding. A left-padded row then gets the
-    positions it would have without padding."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 def forward_with_mask(model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor,
