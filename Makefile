@@ -63,14 +63,14 @@ clean:
 # $(GRADES)/grades.csv and $(GRADES)/feedback/: make grade SUBMISSIONS=dir
 TEACH_STAMP  := $(VENV)/.teach-installed
 GRADES       ?= grades
-CELL_TIMEOUT ?= 120
+CELL_TIMEOUT ?= 300
 
 $(TEACH_STAMP): $(STAMP) requirements-teach.txt
 	$(BIN)/python -m pip install -q -r requirements-teach.txt
 	touch $(TEACH_STAMP)
 
 grade: $(TEACH_STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=grades] [CELL_TIMEOUT=120]"; exit 2; }
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=grades] [CELL_TIMEOUT=300]"; exit 2; }
 	$(BIN)/python -m lmcore.course.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
 
 # The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end.

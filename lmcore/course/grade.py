@@ -9,7 +9,7 @@ every submission is run by ``nbgrader autograde`` with a per-cell timeout. nbgra
 instructor's locked and test cells before running. Writes ``OUT/grades.csv`` (one row per
 student, one column per exercise, total) and ``OUT/feedback/<student>.md`` (the check's own line
 with its hint, per exercise). Usage (needs the ``teach`` extra, ``pip install -e .[teach]``):
-``python -m lmcore.course.grade SUBMISSIONS [--out grades] [--timeout 120]`` or
+``python -m lmcore.course.grade SUBMISSIONS [--out grades] [--timeout 300]`` or
 ``make grade SUBMISSIONS=dir``.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _copy_submission(path: Path, dest: Path, source: Path) -> None:
     nbformat.write(nb, dest)
 
 
-def grade_submissions(submissions, out="grades", *, source_dir="notebooks", timeout: int = 120,
+def grade_submissions(submissions, out="grades", *, source_dir="notebooks", timeout: int = 300,
                       assignment: str = ASSIGNMENT, log=print) -> dict:
     """Autograde every ``submissions/<student>/*.ipynb``; returns {"columns", "rows", "seconds", ...}."""
     with warnings.catch_warnings():  # nbgrader 0.9 + SQLAlchemy 2 warn about session autoflush
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     parser.add_argument("submissions", help="folder of <student>/<notebook>.ipynb")
     parser.add_argument("--out", default="grades", help="where grades.csv, feedback/ and course/ go")
     parser.add_argument("--notebooks", default="notebooks", help="the course's source notebooks")
-    parser.add_argument("--timeout", type=int, default=120, help="seconds per cell (default 120)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300, as nbval)")
     args = parser.parse_args(argv)
     try:
         import nbgrader  # noqa: F401
