@@ -15,6 +15,8 @@ from _submissions import answer, edit_test_cell, reference_body, release  # noqa
 
 from lmcore.course.grade import grade_submissions  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 NAMES = ["00_start_here", "01_softmax_and_nll"]
 EXERCISES = ["00_surprise", "01_stable_softmax", "01_nll_from_logits"]
 TIMEOUT = 20
