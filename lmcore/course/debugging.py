@@ -26,7 +26,7 @@ from .verdict import below
 __all__ = ["PAD", "EOS", "V", "L", "STEPS", "ROWS", "Pipeline", "PIPELINES", "documents", "padded_batch",
            "entropy_floor", "tiny_gpt", "noncausal_forward", "build", "train_pipeline", "loss_verdict",
            "floor_comparison", "below_floor", "diagnose_pipeline", "weights_by_row", "measure_leak",
-           "eos_targets", "p_stop", "loss_correct"]
+           "eos_targets", "p_stop", "worse_than_guessing", "loss_correct"]
 
 PAD, EOS, V, L, STEPS, ROWS = 0, 1, 16, 16, 60, 16
 
@@ -247,4 +247,5 @@ def diagnose_pipeline(key: str, seed: int = 0):
 
 
 # The measurements for the bugs run_checks cannot see live in debugging_measure; re-exported here.
-from .debugging_measure import eos_targets, measure_leak, p_stop, weights_by_row  # noqa: E402
+from .debugging_measure import (eos_targets, measure_leak, p_stop, weights_by_row,  # noqa: E402
+                                worse_than_guessing)

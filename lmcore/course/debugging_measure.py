@@ -2,6 +2,7 @@
 in a ragged batch, the leak across packed documents, EOS targets and the probability to stop."""
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import torch
@@ -9,8 +10,9 @@ import torch
 from ..diagnose import ragged_batch, token_weights
 from ..shift import pack_documents
 from .debugging import EOS, L, PAD, PIPELINES, V, _batch, train_pipeline
+from .verdict import above
 
-__all__ = ["weights_by_row", "measure_leak", "eos_targets", "p_stop"]
+__all__ = ["weights_by_row", "measure_leak", "eos_targets", "p_stop", "worse_than_guessing"]
 
 
 def weights_by_row(key: str) -> list:
@@ -52,3 +54,11 @@ def p_stop(key: str) -> float:
     model = train_pipeline(key)[0]
     with torch.no_grad():
         return float(model(torch.tensor([[9, 11, 13, 15]]))[0, -1].softmax(-1)[EOS])
+
+
+def worse_than_guessing(key: str) -> bool:
+    """Verdict: does the trained pipeline's held-out next-token loss end above ln V, the loss of
+    a uniform guess? (A model trained to copy its input, or to read the future, ends there.)"""
+    honest = train_pipeline(key)[2]
+    return above(f"{key}: held-out next-token loss after {honest[-1][0]} steps", honest[-1][1],
+                 math.log(V), bound_text=f"ln V = {math.log(V):.2f} (a uniform guess)")

@@ -60,6 +60,15 @@ def test_every_pipeline_loss_falls_and_its_diagnosis_matches(key, capsys):
     assert d.below_floor(key) == (key in LEAKS)
 
 
+@pytest.mark.parametrize("key", ["same_position", "sees_future", "correct", "padding_scored"])
+def test_worse_than_guessing_only_for_the_copying_and_peeking_models(key, capsys):
+    # the prose of notebook 07: the held-out loss of these two ends above ln V (a uniform guess)
+    honest = d.train_pipeline(key)[2][-1][1]
+    assert d.worse_than_guessing(key) == (honest > math.log(d.V)) == (key in {"same_position", "sees_future"})
+    assert capsys.readouterr().out.rstrip().endswith("(a uniform guess): " +
+                                                     ("yes" if key in {"same_position", "sees_future"} else "NO"))
+
+
 def test_diagnosis_switches_the_model_to_eval_and_back():
     model = d.tiny_gpt(0).train()
     report = d.run_checks(lambda i, m: d.forward_with_mask(model, i, m), d.loss_correct,
