@@ -147,7 +147,7 @@ PIPELINES = {p.key: p for p in [
     Pipeline("eos_is_pad", "EOS ignored by its id (PAD = EOS)", "odd generations",
              "never learns to stop", loss_eos_is_pad, batch="eos_pad",
              caught_by="run_checks + measurement: EOS targets and p(stop)"),
-    Pipeline("sees_future", "the model sees the future (no causal mask)", "loss near 0",
+    Pipeline("sees_future", "the model sees the future (no causal mask)", "loss below the floor",
              "cannot generate", loss_correct, call="future"),
     Pipeline("ignores_mask", "the model is called without the attention mask", "trains as well",
              "left-padded prompts read their padding", loss_correct, call="plain"),
