@@ -224,7 +224,8 @@ def _ragged_cases(seed: int, n_batches: int):
 
 def check_token_weighted_perplexity(fn) -> bool:
     cases = [Case((ragged_batches(4, 16, n_batches=3, rows=2),), label="three ragged batches")]
-    cases += [Case((_ragged_cases(s, k),), label=f"random ragged batches (seed {s}, {k} batches)")
+    cases += [Case((_ragged_cases(s, k),),
+                   label=f"random ragged batches, set {s} ({k} batch{'es' if k > 1 else ''})")
               for s, k in ((1, 1), (2, 3), (3, 5))]
     return check("token_weighted_perplexity", fn, _naive_perplexity, cases, rtol=1e-5, hint=
                  "sum the NLL of every valid target (reduction='sum') and count them "
