@@ -2,8 +2,11 @@
 
 One step turns the last position's logits (N, V) into a distribution with
 :func:`next_token_distribution` (temperature, then top-k, then top-p, the Hugging Face order),
-draws a token, appends it, and repeats. :func:`generate` never feeds the model more than its
-``block_size`` tokens: the context is cropped to the most recent ones.
+draws a token, appends it, and repeats. :func:`generate` feeds the model at most its last
+``block_size - 1`` tokens. Why not ``block_size``: lmcore trains on windows of ``block_size``
+tokens with the shift inside the loss, so the last position of a window never has a target and
+its position embedding never gets a gradient. Predicting from it gives gibberish; every
+position up to ``block_size - 2`` is trained.
 """
 from __future__ import annotations
 
@@ -159,7 +162,8 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
     same number of dimensions, prompt included. A seeded ``torch.Generator`` makes the
     samples reproducible. With ``eos_id``, a row that has produced EOS is filled with EOS and
     generation stops once every row has. The model is run in eval mode (restored afterwards)
-    on at most its last ``block_size`` tokens.
+    on at most its last ``block_size - 1`` tokens (the positions training scores; see the
+    module docstring).
     """
     temperature, top_k, top_p = _check(temperature, top_k, top_p)
     if isinstance(max_new_tokens, (bool, np.bool_)) or not isinstance(max_new_tokens, numbers.Integral):
@@ -181,12 +185,13 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
     ids, squeeze = _prompt_tensor(prompt_ids, device)
     require_ids_in_range("prompt_ids", ids, vocab_size, "Encode the prompt with the model's "
                          "own tokenizer.")
+    context = max(1, int(block_size) - 1)           # the last trained position is block_size - 2
     was_training = model.training
     model.eval()
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=device)
     try:
         for _ in range(max_new_tokens):
-            logits = model(ids[:, -block_size:])[:, -1, :]                  # (N, V)
+            logits = model(ids[:, -context:])[:, -1, :]                     # (N, V)
             probs = next_token_distribution(logits, temperature, top_k, top_p)
             if temperature == 0:
                 nxt = probs.argmax(dim=-1)

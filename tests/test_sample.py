@@ -90,11 +90,26 @@ def test_sampling_frequencies_and_filters():
     assert set(out[:, 1].tolist()) == {0, 1, 2}
 
 
-def test_never_reads_past_block_size():
+def test_never_reads_past_the_last_trained_position():
+    # Training windows of block_size tokens score positions 0..block_size-2 only, so the
+    # context is cropped to block_size - 1 tokens.
     model = FixedLogits(torch.zeros(5), block_size=4)
     out = generate(model, list(range(5)) * 2, 7, generator=torch.Generator().manual_seed(0))
     assert out.dim() == 1 and len(out) == 17 and out[:10].tolist() == list(range(5)) * 2
-    assert model.lengths and max(model.lengths) == 4
+    assert model.lengths and max(model.lengths) == 3
+    short = FixedLogits(torch.zeros(5), block_size=4)
+    generate(short, [1], 2)
+    assert short.lengths == [1, 2]
+
+
+def test_the_last_window_position_gets_no_gradient_in_training():
+    # Why generate stops at block_size - 1: the last position's embedding is never trained.
+    from lmcore import causal_lm_loss
+    model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    ids = torch.randint(0, 13, (4, 8), generator=torch.Generator().manual_seed(0))
+    causal_lm_loss(model(ids), ids).backward()
+    grad = model.wpe.weight.grad
+    assert grad[7].abs().max() == 0 and bool((grad[:7].abs().amax(dim=1) > 0).all())
 
 
 def test_greedy_matches_a_naive_loop_and_seeds_reproduce():
