@@ -52,9 +52,9 @@ def num_valid_targets(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) ->
 
 
 def _require_01_mask(attention_mask: torch.Tensor) -> None:
-    if attention_mask.is_floating_point() or attention_mask.is_complex():
-        raise TypeError(f"attention_mask must be a bool or integer tensor of 0/1; got dtype "
-                        f"{attention_mask.dtype}. Convert with attention_mask.long().")
+    if attention_mask.is_complex():
+        raise TypeError(f"attention_mask must be a tensor of 0/1 (bool, integer or float); got "
+                        f"dtype {attention_mask.dtype}.")
     if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token); got "
                          f"values {sorted(set(attention_mask.unique().tolist()))[:6]}.")

@@ -172,7 +172,9 @@ def test_position_ids_from_attention_mask_against_a_naive_loop():
 
 
 @pytest.mark.parametrize("bad, exc, word", [
-    (torch.ones(2, 3), TypeError, "attention_mask"),
+    (torch.tensor([[1.0, 0.5, 0.0]]), ValueError, "only 0"),
+    (torch.tensor([[1.0, float("nan"), 0.0]]), ValueError, "only 0"),
+    (torch.ones(2, 3, dtype=torch.complex64), TypeError, "attention_mask"),
     (torch.tensor([[1, 2, 0]]), ValueError, "only 0"),
     (torch.ones(3, dtype=torch.long), ValueError, "attention_mask"),
     ([[1, 1, 0]], TypeError, "attention_mask"),
