@@ -11,25 +11,10 @@ from lmcore import (IGNORE_INDEX, PerplexityMeter, bits_per_byte, causal_lm_loss
                     labels_from_attention_mask, mask_cross_document_targets, pack_documents,
                     shift_for_next_token)
 
+from _adversarial import raises
+
 LOGITS = torch.randn(2, 5, 7)
 LABELS = torch.randint(0, 7, (2, 5))
-
-
-def raises(exc, *fragments):
-    """pytest.raises that also checks the message mentions every fragment."""
-    class _Check:
-        def __enter__(self):
-            self.ctx = pytest.raises(exc)
-            self.info = self.ctx.__enter__()
-            return self.info
-
-        def __exit__(self, *a):
-            suppressed = self.ctx.__exit__(*a)
-            msg = str(self.info.value)
-            for f in fragments:
-                assert f in msg, f"{f!r} not in message: {msg}"
-            return suppressed
-    return _Check()
 
 
 # ---- causal_lm_loss and shift_for_next_token --------------------------------------------------
