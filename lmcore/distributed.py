@@ -73,8 +73,14 @@ def setup(device: torch.device) -> DistContext:
     return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, device, owns)
 
 
-def teardown(ctx: DistContext) -> None:
+def teardown(ctx: DistContext, *, clean: bool = True) -> None:
+    """Destroy the process group :func:`setup` created. After a ``clean`` finish every rank
+    first meets at a barrier, so no rank destroys the group while another still uses it
+    (PyTorch's advice: a rank that destroys early can hang the others' exit). After an error
+    there is no barrier: the other ranks may never arrive, and torchrun stops them."""
     if ctx.owns_group and dist.is_initialized():
+        if clean and ctx.enabled:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -83,7 +83,7 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
     _check_inputs(cfg, corpus, model, out_dir)
     old_threads, old_precision = torch.get_num_threads(), torch.get_float32_matmul_precision()
     ctx = DistContext()
-    bar = None
+    bar, clean = None, False
     try:
         ctx = setup(pick_device(cfg.device))
         device = ctx.device
@@ -214,12 +214,13 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
         result.best_step, result.best_val_loss = best_step, best_val
         if out_dir is not None and cfg.keep_best and (out_dir / "best.pt").exists():
             result.best_path = out_dir / "best.pt"
+        clean = True
     finally:
         if bar is not None:
             bar.close()
         torch.set_num_threads(old_threads)
         torch.set_float32_matmul_precision(old_precision)
-        teardown(ctx)
+        teardown(ctx, clean=clean)
     model.eval()
     return result
 

@@ -1,8 +1,10 @@
 """Data-parallel training with torch.distributed on the CPU (gloo, 2 processes): gradients equal
 one process on the concatenated batch, and a run trains and resumes, from Python and the CLI."""
+import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +24,28 @@ pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
 
 
 def torchrun(*args, timeout=300):
-    """``python -m torch.distributed.run --standalone --nproc_per_node=2 ARGS`` on one thread each."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent)}
+    """``python -m torch.distributed.run --standalone --nproc_per_node=2 ARGS`` on one thread each.
+
+    On a hang every process of the run (agent and workers, one session) gets SIGABRT, so
+    Python's faulthandler prints where each one stood, and the test fails with those stacks."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent),
+           "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return res
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=HERE.parent, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            stdout, stderr = proc.communicate(timeout=20)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"torchrun did not finish in {timeout} s; where each process stood:\n"
+                    f"{stdout[-3000:]}\n{stderr[-12000:]}")
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def test_two_ranks_give_the_gradients_of_the_concatenated_batch(tmp_path):
