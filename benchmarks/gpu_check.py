@@ -33,12 +33,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from lmcore.checkpoint import load_model                     # noqa: E402
+from lmcore.train.checkpoint import load_model                     # noqa: E402
 from lmcore.data import load_corpus                          # noqa: E402
 from lmcore.perplexity import nats_to_bits                   # noqa: E402
 from lmcore.sample import generate                           # noqa: E402
-from lmcore.tokenizers import ByteTokenizer                  # noqa: E402
-from lmcore.train import pick_device, plot_history, preset, train   # noqa: E402
+from lmcore.data.tokenizers import ByteTokenizer                  # noqa: E402
+from lmcore.course.training import plot_loss_curves                # noqa: E402
+from lmcore.train import pick_device, preset, train                  # noqa: E402
 from train_throughput import bf16_peak_tflops                 # noqa: E402
 
 
@@ -110,8 +111,8 @@ def main(argv=None):
     }
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     (out / "gpu_check_sample.txt").write_text(sample)
-    fig = plot_history(h, title=f"{a.preset} preset on {corpus.name} ({name})",
-                       unigram_entropy=corpus.unigram_entropy)
+    fig = plot_loss_curves(h, ln_v, corpus.unigram_entropy,
+                           title=f"{a.preset} preset on {corpus.name} ({name})")
     fig.savefig(out / "gpu_check_loss.png", dpi=120)
     mfu = f"{100 * report['mfu']:.1f}%" if report["mfu"] is not None else "n/a"
     print(f"{name}: {tok_s:.0f} tokens/s, MFU {mfu}, first loss {h[0]['val_loss']:.3f} vs ln V "

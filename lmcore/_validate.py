@@ -11,11 +11,12 @@ import torch
 __all__ = ["require_tensor", "require_float", "require_int", "require_labels_in_range",
            "require_positive_int", "require_int_scalar", "require_real", "require_choice",
            "require_bool", "require_token_ids", "require_generator",
-           "require_ids_in_range"]
+           "require_ids_in_range", "require_documents"]
 
 # Token ids and labels: int32/int64 only. Unsigned dtypes wrap -100 (uint8: 156) and small
 # signed ones overflow real vocabularies and fail inside F.embedding.
 ID_DTYPES = (torch.int64, torch.int32)
+INT64_MAX = 2**63 - 1
 
 
 def _describe(x) -> str:
@@ -166,3 +167,32 @@ def require_ids_in_range(name: str, ids: torch.Tensor, vocab_size: int | None = 
             raise ValueError(f"{name} must be token ids {where}; got values from {lo} to {hi}."
                              f"{' ' + hint if hint else ''}")
     return ids
+
+
+def require_documents(name: str, documents) -> list[list[int]]:
+    """A non-empty sequence of non-empty token-id sequences (lists, tuples, 1-D tensors or
+    arrays) holding non-negative ints only (never floats, bools or -100), as lists of int."""
+    if isinstance(documents, torch.Tensor) or not isinstance(documents, Sequence) or not documents:
+        raise TypeError(f"{name} must be a non-empty list of token-id lists (or 1-D tensors); "
+                        f"got {type(documents).__name__}.")
+    out = []
+    for k, doc in enumerate(documents):
+        if isinstance(doc, (torch.Tensor, np.ndarray)) and doc.ndim == 1:
+            tokens = doc.tolist()
+        elif isinstance(doc, Sequence) and not isinstance(doc, (str, bytes)):
+            tokens = list(doc)
+        else:
+            raise TypeError(f"{name}[{k}] must be a list of token ids (or a 1-D tensor); got "
+                            f"{_describe(doc)}. {name} is a list of documents: wrap a single "
+                            "document as [ids].")
+        if not tokens:
+            raise ValueError(f"{name}[{k}] is empty; drop empty documents before packing.")
+        if not all(isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_))
+                   and t >= 0 for t in tokens):
+            raise TypeError(f"{name}[{k}] must hold non-negative int token ids; got "
+                            f"{tokens[:8]}{'...' if len(tokens) > 8 else ''}.")
+        if max(tokens) > INT64_MAX:
+            raise ValueError(f"{name}[{k}] holds the token id {max(tokens)}, too large for "
+                             "int64; is it really a token id?")
+        out.append([int(t) for t in tokens])
+    return out

@@ -7,18 +7,18 @@ where ``IGNORE_INDEX`` (-100) marks a target that must not be scored.
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, fields
 from typing import Sequence
 
-import numpy as np
 import torch
 
-from ._validate import _describe, require_int, require_int_scalar, require_positive_int, require_tensor
+from ._validate import (INT64_MAX, require_choice, require_documents, require_int, require_int_scalar,
+                        require_positive_int, require_tensor)
 
 __all__ = ["IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
            "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
-           "pack_documents", "document_causal_mask", "position_ids_from_attention_mask"]
+           "pack_documents", "PACKING_POLICIES", "document_causal_mask",
+           "position_ids_from_attention_mask"]
 
 IGNORE_INDEX = -100
 
@@ -121,82 +121,80 @@ class PackedBatch:
         return PackedBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
-_INT64_MAX = 2**63 - 1
+PACKING_POLICIES = ("stream", "whole")
 
 
 def _packing_inputs(documents, block_size, eos_id, pad_id):
-    """The checks every packer shares: ``(documents as lists of int, block_size, eos_id, pad_id)``.
+    """The checks of every packer: ``(documents as lists of int, block_size, eos_id, pad_id)``.
 
     ``block_size`` an int >= 2; ``eos_id`` and ``pad_id`` distinct non-negative int ids;
-    ``documents`` a non-empty sequence of non-empty token-id sequences (lists, tuples, 1-D
-    tensors or arrays) holding non-negative ints only (never floats, bools or -100).
+    ``documents`` as :func:`lmcore._validate.require_documents` accepts them.
     """
     block_size = require_positive_int("block_size", block_size)
     if block_size < 2:
         raise ValueError(f"block_size must be at least 2 to hold a next-token target; got {block_size}.")
-    for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an int token id; got {value!r}.")
-        if value < 0:
-            raise ValueError(f"{name} must be a non-negative token id; got {value}.")
-        if value > _INT64_MAX:
-            raise ValueError(f"{name} must fit in int64 (a token id below 2**63); got {value}.")
-    eos_id, pad_id = int(eos_id), int(pad_id)
+    eos_id = require_int_scalar("eos_id", eos_id, min=0, max=INT64_MAX, hint="(a token id)")
+    pad_id = require_int_scalar("pad_id", pad_id, min=0, max=INT64_MAX, hint="(a token id)")
     if eos_id == pad_id:
         raise ValueError(f"pad_id must differ from eos_id (both are {eos_id}): if padding looks "
                          "like EOS, the model cannot learn when to stop. Use a dedicated PAD id.")
-    if isinstance(documents, torch.Tensor) or not isinstance(documents, Sequence) or not documents:
-        raise TypeError("documents must be a non-empty list of token-id lists (or 1-D tensors); "
-                        f"got {type(documents).__name__}.")
-    out = []
-    for k, doc in enumerate(documents):
-        if isinstance(doc, (torch.Tensor, np.ndarray)) and doc.ndim == 1:
-            tokens = doc.tolist()
-        elif isinstance(doc, Sequence) and not isinstance(doc, (str, bytes)):
-            tokens = list(doc)
-        else:
-            raise TypeError(f"documents[{k}] must be a list of token ids (or a 1-D tensor); got "
-                            f"{_describe(doc)}. documents is a list of documents: wrap a single "
-                            "document as [ids].")
-        if not tokens:
-            raise ValueError(f"documents[{k}] is empty; drop empty documents before packing.")
-        if not all(isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_))
-                   and t >= 0 for t in tokens):
-            raise TypeError(f"documents[{k}] must hold non-negative int token ids; got "
-                            f"{tokens[:8]}{'...' if len(tokens) > 8 else ''}.")
-        if max(tokens) > _INT64_MAX:
-            raise ValueError(f"documents[{k}] holds the token id {max(tokens)}, too large for "
-                             "int64; is it really a token id?")
-        out.append([int(t) for t in tokens])
-    return out, block_size, eos_id, pad_id
+    return require_documents("documents", documents), block_size, eos_id, pad_id
+
+
+def _restart_positions(document_ids: torch.Tensor) -> torch.Tensor:
+    """``position_ids`` (N, L): 0 at each row start and wherever the document id changes."""
+    t = torch.arange(document_ids.shape[1]).expand_as(document_ids)
+    start = torch.ones_like(document_ids, dtype=torch.bool)
+    start[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    return t - torch.where(start, t, 0).cummax(dim=1).values
+
+
+def _stream_rows(ids: torch.Tensor, document_ids: torch.Tensor, rows: torch.Tensor, block_size: int,
+                 pad_id: int) -> PackedBatch:
+    """Rows ``rows`` (1-D indices) of a packed stream cut every ``block_size`` tokens.
+
+    ``ids`` and ``document_ids`` are 1-D and aligned; document id -1, and everything past the
+    end of the stream, is padding. The one place labels, masks and positions of packing are made.
+    """
+    flat = rows[:, None] * block_size + torch.arange(block_size)          # (N, L) stream offsets
+    real = flat < len(ids)
+    flat = flat.clamp(max=len(ids) - 1)
+    doc = torch.where(real, document_ids[flat].long(), -1)
+    input_ids = torch.where(doc >= 0, ids[flat].long(), pad_id)
+    attention_mask = (doc >= 0).long()
+    labels = mask_cross_document_targets(labels_from_attention_mask(input_ids, attention_mask), doc)
+    return PackedBatch(input_ids, labels, doc, _restart_positions(doc), attention_mask)
 
 
 def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_id: int,
-                   pad_id: int) -> PackedBatch:
-    """Concatenate documents, each followed by EOS, and cut the stream into rows.
+                   pad_id: int, policy: str = "stream") -> PackedBatch:
+    """Each document followed by EOS, in order, in rows of ``block_size``.
 
-    Only the last row is padded (with ``pad_id``). ``document_ids`` number the documents in
-    order (-1 on padding); ``position_ids`` restart at 0 where a document starts and at the
-    start of each row (a row cannot see the previous row); ``labels`` hold IGNORE_INDEX at
-    padding and at the first token of each document that follows another in the same row.
+    ``policy="stream"`` (the default) concatenates them and cuts the stream into rows: only the
+    last row is padded, and a document may continue on the next row (which cannot see its
+    start). ``policy="whole"`` never cuts a document: a row is closed and padded when the next
+    document would not fit, so each is scored with its full context (each then needs at most
+    ``block_size - 1`` tokens plus its EOS). Padding is ``pad_id``; ``document_ids`` number the
+    documents (-1 on padding); ``position_ids`` restart at 0 where a document starts and at each
+    row start; ``labels`` hold IGNORE_INDEX at padding and at the first token of each document
+    that follows another in the same row.
     """
     documents, block_size, eos_id, pad_id = _packing_inputs(documents, block_size, eos_id, pad_id)
+    require_choice("policy", policy, PACKING_POLICIES)
     ids, docs = [], []
     for k, tokens in enumerate(documents):
+        n = len(tokens) + 1
+        if policy == "whole":
+            if n > block_size:
+                raise ValueError(f"documents[{k}] has {len(tokens)} tokens; policy 'whole' needs 1 to "
+                                 f"block_size - 1 = {block_size - 1} tokens (plus its EOS).")
+            room = -len(ids) % block_size                   # free places in the current row
+            if n > room:
+                ids, docs = ids + [pad_id] * room, docs + [-1] * room
         ids += tokens + [eos_id]
-        docs += [k] * (len(tokens) + 1)
-    n_rows = -(-len(ids) // block_size)
-    n_pad = n_rows * block_size - len(ids)
-    input_ids = torch.tensor(ids + [pad_id] * n_pad).view(n_rows, block_size)
-    document_ids = torch.tensor(docs + [-1] * n_pad).view(n_rows, block_size)
-    attention_mask = (document_ids >= 0).long()
-    position_ids = torch.zeros_like(input_ids)
-    for t in range(1, block_size):
-        same = document_ids[:, t] == document_ids[:, t - 1]
-        position_ids[:, t] = torch.where(same, position_ids[:, t - 1] + 1, 0)
-    labels = mask_cross_document_targets(labels_from_attention_mask(input_ids, attention_mask),
-                                         document_ids)
-    return PackedBatch(input_ids, labels, document_ids, position_ids, attention_mask)
+        docs += [k] * n
+    stream, doc_ids = torch.tensor(ids), torch.tensor(docs)
+    return _stream_rows(stream, doc_ids, torch.arange(-(-len(ids) // block_size)), block_size, pad_id)
 
 
 def document_causal_mask(document_ids: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from lmcore.data import load_corpus
-from lmcore.distributed import setup, teardown, wrap_model
+from lmcore.train.distributed import setup, teardown, wrap_model
 from lmcore.model import GPT, GPTConfig
 from lmcore.train import accumulate_gradients, preset, train
 

@@ -1,5 +1,6 @@
-"""Adversarial inputs for data and packing: the two packers share one standard, token arrays
+"""Adversarial inputs for data and packing: both packing policies share one standard, token arrays
 are ids (never floats or bools), and batch/corpus settings are checked by type and value."""
+import functools
 import math
 
 import numpy as np
@@ -10,10 +11,11 @@ from hypothesis import strategies as st
 
 from lmcore import IGNORE_INDEX, pack_documents
 from lmcore.data import (ByteTokenizer, ChatTokenizer, DocumentCorpus, TextCorpus,
-                         pack_whole_documents, random_windows, train_val_split, unigram_entropy)
+                         random_windows, train_val_split, unigram_entropy)
 from _adversarial import BAD_ID_DTYPES, raises
 
-PACKERS = {"pack_documents": pack_documents, "pack_whole_documents": pack_whole_documents}
+whole = functools.partial(pack_documents, policy="whole")
+PACKERS = {"pack_documents": pack_documents, "pack_documents(policy='whole')": whole}
 DOCS = [[3, 4], [5]]
 
 # (documents, block_size, eos_id, pad_id) -> (exception, argument named in the message)
@@ -81,13 +83,13 @@ def test_both_packers_accept_numpy_and_tensor_documents(packer):
 
 def test_whole_packer_refuses_a_document_that_cannot_fit():
     with raises(ValueError, "documents[1]", "block_size"):
-        pack_whole_documents([[3], [4, 5, 6, 7]], 4, eos_id=1, pad_id=0)
+        whole([[3], [4, 5, 6, 7]], 4, eos_id=1, pad_id=0)
 
 
 @given(docs=st.lists(st.lists(st.integers(2, 9), min_size=1, max_size=5), min_size=1, max_size=6),
        block=st.integers(6, 12))
 def test_whole_packer_rows_match_a_naive_reference(docs, block):
-    pb = pack_whole_documents(docs, block, eos_id=1, pad_id=0)
+    pb = whole(docs, block, eos_id=1, pad_id=0)
     rows, row = [], []
     for d in docs:                                   # naive greedy placement
         if len(row) + len(d) + 1 > block:
@@ -248,3 +250,10 @@ def test_chunk_size_numpy_int_is_an_int():
     finally:
         lmcore.loss._DENSE_MAX_ELEMENTS = old
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("policy, exc", [("Whole", ValueError), ("", ValueError), (None, ValueError),
+                                         (True, TypeError), (1, ValueError)])
+def test_packing_policy_is_one_of_the_named_two(policy, exc):
+    with raises(exc, "policy"):
+        pack_documents(DOCS, 4, eos_id=1, pad_id=0, policy=policy)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lmcore import handcalc
-from lmcore.arithmetic import chat_arithmetic, chat_arithmetic_entropy
+from lmcore.data.arithmetic import chat_arithmetic, chat_arithmetic_entropy
 from lmcore.data import ByteTokenizer, CharTokenizer, ChatTokenizer, download, download_corpus
 from _adversarial import BAD_ID_DTYPES, raises
 

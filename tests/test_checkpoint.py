@@ -8,9 +8,9 @@ import zipfile
 import pytest
 import torch
 
-import lmcore.checkpoint as ckmod
-import lmcore.resume as resmod
-from lmcore.checkpoint import load_checkpoint, load_model, save_checkpoint, tokenizer_state
+import lmcore.train.checkpoint as ckmod
+import lmcore.train.resume as resmod
+from lmcore.train.checkpoint import load_checkpoint, load_model, save_checkpoint, tokenizer_state
 from lmcore.data import load_corpus
 from lmcore.train import preset, train
 

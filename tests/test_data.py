@@ -14,8 +14,10 @@ from lmcore.shift import pack_documents
 
 from lmcore.data import (ByteTokenizer, CharTokenizer, ChatTokenizer, DocumentCorpus, TextCorpus,
                          chat_arithmetic, chat_arithmetic_entropy, download, download_corpus,
-                         load_corpus, pack_whole_documents, python_docs_text, random_windows,
+                         load_corpus, python_docs_text, random_windows,
                          read_text_file, train_val_split, unigram_entropy)
+
+whole = functools.partial(pack_documents, policy="whole")
 
 
 def test_char_tokenizer_round_trip_and_unknown_character():
@@ -119,7 +121,7 @@ def test_split_and_random_windows():
 
 def test_pack_whole_documents_never_cuts_a_document():
     docs = [[3] * 5, [4] * 2, [5] * 7, [6] * 1, [7] * 3]
-    pb = pack_whole_documents(docs, 8, eos_id=1, pad_id=0)
+    pb = whole(docs, 8, eos_id=1, pad_id=0)
     seen = []
     for r in range(pb.input_ids.shape[0]):
         row, doc = pb.input_ids[r].tolist(), pb.document_ids[r].tolist()
@@ -139,7 +141,7 @@ def test_pack_whole_documents_never_cuts_a_document():
         assert torch.equal(d[:, None] == d[None], e[:, None] == e[None])
     assert (pb.labels[pb.attention_mask == 0] == -100).all()
     with pytest.raises(ValueError, match="block_size"):
-        pack_whole_documents([[2] * 8], 8, eos_id=1, pad_id=0)
+        whole([[2] * 8], 8, eos_id=1, pad_id=0)
 
 
 def test_document_and_text_corpora():

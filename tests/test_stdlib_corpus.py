@@ -9,8 +9,8 @@ import torch
 
 from lmcore.data import load_corpus
 from lmcore.shift import pack_documents
-from lmcore.stdlib_corpus import PackedStreamCorpus, load_python_stdlib, stdlib_files
-from lmcore.tokenizers import ByteTokenizer
+from lmcore.data.stdlib import PackedStreamCorpus, load_python_stdlib, stdlib_files
+from lmcore.data.tokenizers import ByteTokenizer
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmcore.checkpoint import load_model
+from lmcore.train.checkpoint import load_model
 from lmcore.data import load_corpus
 from lmcore.model import GPT, GPTConfig
-from lmcore.optim import configure_optimizer, lr_at
-from lmcore.train import accumulate_gradients, evaluate, main, preset, train
+from lmcore.train.optim import configure_optimizer, lr_at
+from lmcore.train import accumulate_gradients, evaluate, preset, train
+from lmcore.train.cli import main
 
 
 
@@ -140,13 +141,16 @@ def test_keyboard_interrupt_returns_history(chat):
     assert res.status == "interrupted" and [r["step"] for r in res.history] == [0, 2]
 
 
-def test_cli_writes_history_checkpoint_and_plot(tmp_path):
+def test_cli_writes_history_and_checkpoint_and_the_course_plots_them(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["--preset", "smoke", "--corpus", "chat-arithmetic", "--out", str(out),
                  "--max-steps", "10"]) == 0
     summary = json.loads((out / "history.json").read_text())
     assert summary["status"] == "finished" and summary["history"][-1]["step"] == 10
-    assert (out / "loss.png").stat().st_size > 1000
+    assert summary["vocab_size"] == 19 and not (out / "loss.png").exists()   # the core never plots
+    assert f"python -m lmcore.course.training_views {out}" in capsys.readouterr().out
+    from lmcore.course.training_views import main as plot_main
+    assert plot_main([str(out)]) == 0 and (out / "loss.png").stat().st_size > 1000
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 10
 
 
@@ -162,8 +166,7 @@ def test_core_imports_without_matplotlib_or_tqdm():
         import lmcore.sample, lmcore.data  # noqa: F401,E401
         r = fresh.train(fresh.preset("smoke", max_steps=2, eval_interval=1, eval_batches=1))
         assert r.status == "finished" and fresh is not saved["lmcore.train"]
-        with pytest.raises(ImportError):
-            fresh.plot_history(r.history)
+        assert not any(k.startswith("lmcore.course") for k in sys.modules)   # the core never plots
     finally:
         for k in [k for k in sys.modules if k == "lmcore" or k.startswith("lmcore.")]:
             del sys.modules[k]

@@ -11,8 +11,8 @@ import torch
 
 from lmcore.data import TextCorpus, load_corpus
 from lmcore.model import GPT, GPTConfig
-from lmcore.optim import configure_optimizer, lr_at
-from lmcore.tokenizers import ByteTokenizer, CharTokenizer
+from lmcore.train.optim import configure_optimizer, lr_at
+from lmcore.data.tokenizers import ByteTokenizer, CharTokenizer
 from lmcore.train import NonFiniteLossError, evaluate, preset, train
 
 NAN, INF = float("nan"), float("inf")

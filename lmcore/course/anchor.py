@@ -15,7 +15,7 @@ from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..perplexity import nats_to_bits
 from .checks import Case, check
-from ..presets import cpu_threads
+from ..train.devices import cpu_threads
 from .style import COLORS, new_figure
 from .anchor_leak import check_get_batch, get_batch_leaky, get_batch_reference, pipeline_run
 

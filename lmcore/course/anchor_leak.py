@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model import GPT, GPTConfig
-from ..presets import cpu_threads
+from ..train.devices import cpu_threads
 from .checks import Case, check
 
 __all__ = ["get_batch_leaky", "get_batch_reference", "pipeline_run", "check_get_batch"]

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..diagnose import run_checks
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
-from ..presets import cpu_threads
+from ..train.devices import cpu_threads
 from ..shift import IGNORE_INDEX, labels_from_attention_mask, pack_documents
 from .padding import forward_with_mask, position_ids_from_attention_mask
 from .verdict import below

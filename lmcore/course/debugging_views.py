@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..diagnose import CHECK_NAMES, run_checks
-from ..presets import cpu_threads
+from ..train.devices import cpu_threads
 from ..shift import IGNORE_INDEX
 from .checks import Case, check, check_choices
 from .debugging import (EOS, L, PAD, PIPELINES, ROWS, V, diagnose_pipeline, documents,

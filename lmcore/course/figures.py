@@ -39,7 +39,7 @@ def _packing(quick):
 
 
 def _training(quick):
-    from ..presets import preset
+    from ..train.presets import preset
     from ..train import train
     from .training import plot_loss_curves
 

@@ -17,7 +17,7 @@ import torch
 
 from ..data import chat_arithmetic_entropy, load_corpus
 from ..perplexity import bits_per_byte
-from ..tokenizers import ChatTokenizer
+from ..data.tokenizers import ChatTokenizer
 from .checks import Case, check
 
 __all__ = ["entropy", "kl_divergence", "cross_entropy", "SLOTS", "token_slots", "oracle_probs",
@@ -126,7 +126,7 @@ def exact_slot_entropy(low: int = 0, high: int = 9, ops=("+",)) -> dict:
 def floor_config(**overrides):
     """The notebook's run: a 2-layer, 32-wide GPT, 300 steps of 64 rows of 32 tokens, on the
     CPU with one thread (a few seconds); every field spelled out, ``overrides`` go on top."""
-    from ..presets import TrainConfig
+    from ..train.presets import TrainConfig
 
     base = dict(corpus="chat-arithmetic", n_layer=2, n_head=2, n_embd=32, block_size=32,
                 dropout=0.0, batch_size=64, grad_accum=1, max_steps=300, lr=1.5e-2, min_lr=1.5e-3,

@@ -120,7 +120,7 @@ def parent_world(*, n_pairs: int = 30, n_both: int = 15, copies: int = 20, seed:
 def tiny_config(**overrides):
     """The notebook's runs: a 2-layer, 32-wide GPT on rows of 32 tokens, 300 steps of 16 rows,
     one CPU thread, float32 (every field spelled out; ``overrides`` go on top)."""
-    from ..presets import TrainConfig
+    from ..train.presets import TrainConfig
 
     base = dict(corpus="synthetic", n_layer=2, n_head=2, n_embd=32, block_size=32, dropout=0.0,
                 batch_size=16, grad_accum=1, max_steps=300, lr=2e-2, min_lr=2e-3, warmup_steps=20,

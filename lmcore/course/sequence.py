@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
-from ..presets import cpu_threads
+from ..train.devices import cpu_threads
 from ..shift import labels_from_attention_mask, shift_for_next_token
 from .sequence_checks import check_causal_lm_loss, check_shift
 from .style import COLORS, new_figure

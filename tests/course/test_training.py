@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from lmcore.course import exposure as E  # noqa: E402
 from lmcore.course import training as T  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
-from lmcore.tokenizers import CharTokenizer  # noqa: E402
+from lmcore.data.tokenizers import CharTokenizer  # noqa: E402
 
 TEXT = "abcdefghij "
 

@@ -10,9 +10,9 @@ import torch
 from lmcore.course import training_run as R
 from lmcore.data import TextCorpus, load_corpus
 from lmcore.model import GPT, GPTConfig
-from lmcore.presets import autocast_for, preset
-from lmcore.stdlib_corpus import PackedStreamCorpus
-from lmcore.tokenizers import ByteTokenizer, CharTokenizer
+from lmcore.train import autocast_for, preset
+from lmcore.data.stdlib import PackedStreamCorpus
+from lmcore.data.tokenizers import ByteTokenizer, CharTokenizer
 from lmcore.train import evaluate, train
 
 TEXT = "the cat sat on the mat. " * 40

@@ -11,7 +11,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from ._validate import require_bool, require_int
+from .._validate import require_bool, require_int
 
 __all__ = ["CharTokenizer", "ByteTokenizer", "ChatTokenizer"]
 

@@ -1,4 +1,4 @@
-"""Training configurations: :class:`TrainConfig`, the named presets and the device choice.
+"""Training configurations: :class:`TrainConfig` and the named presets.
 
 ``smoke`` runs in seconds (tests), ``cpu`` is what the training notebook runs without a GPU
 (about a minute on 2 cores), ``gpu`` is the scale of nanoGPT's Shakespeare-character run on
@@ -7,15 +7,14 @@ three epochs. :func:`validate_config` checks every field before a run changes an
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, fields, replace
 
 import torch
 
-from ._validate import require_bool, require_choice, require_int_scalar, require_real
+from ..model import GPTConfig
+from .._validate import require_bool, require_choice, require_int_scalar, require_real
 
-__all__ = ["TrainConfig", "PRESETS", "preset", "validate_config", "pick_device", "autocast_for",
-           "cpu_threads"]
+__all__ = ["TrainConfig", "PRESETS", "preset", "validate_config", "model_config"]
 
 
 @dataclass
@@ -128,42 +127,7 @@ def validate_config(cfg) -> "TrainConfig":
     return cfg
 
 
-def pick_device(device: str = "auto") -> torch.device:
-    """``"auto"``: cuda if available, then mps, then cpu; anything else is used as given."""
-    if device != "auto":
-        return torch.device(device)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def autocast_for(device: torch.device, dtype: str):
-    """A zero-argument context factory: bf16 autocast on CUDA (dtype 'auto'), else a no-op."""
-    use_bf16 = dtype == "bfloat16" or (dtype == "auto" and device.type == "cuda"
-                                       and torch.cuda.is_bf16_supported())
-    if dtype not in ("auto", "bfloat16", "float32"):
-        raise ValueError(f"dtype must be 'auto', 'bfloat16' or 'float32'; got {dtype!r}.")
-    if use_bf16:
-        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext
-
-
-@contextlib.contextmanager
-def cpu_threads(n: int | None = 1):
-    """Use ``n`` CPU threads inside the block (None: leave torch's setting alone).
-
-    Tiny models run as fast or faster on one thread. A fixed thread count also fixes how
-    torch splits its reductions between threads, so a run repeats exactly on one machine;
-    it does not make numbers equal across machines (the CPU's vector kernels, chosen per
-    machine or by ``ATEN_CPU_CAPABILITY``, sum in another order), which is why the notebooks
-    print measurements as verdicts with tolerances.
-    """
-    old = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+def model_config(cfg: TrainConfig, vocab_size: int) -> GPTConfig:
+    """The :class:`GPTConfig` a run of ``cfg`` trains (the model sizes of ``cfg``, ``vocab_size``)."""
+    return GPTConfig(vocab_size=vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                     n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout)

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ._validate import require_int_scalar, require_real
+from .._validate import require_int_scalar, require_real
 
 __all__ = ["configure_optimizer", "lr_at"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from .model import GPT, GPTConfig
-from .tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
+from ..model import GPT, GPTConfig
+from ..data.tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
 
 __all__ = ["FORMAT", "tokenizer_state", "tokenizer_from_state", "save_checkpoint",
            "load_checkpoint", "load_model", "rng_state"]

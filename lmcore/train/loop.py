@@ -1,36 +1,36 @@
 """Training a :class:`lmcore.model.GPT`: one device-agnostic loop for CPU, CUDA and MPS.
 
 ``train(preset("cpu"))`` trains on the Python docs; ``python -m lmcore.train --preset cpu
---corpus python-docs --out runs/NAME`` does the same from a shell and writes the history
-(JSON), the checkpoints and a loss plot. On CUDA the same code uses bf16 autocast, TF32 matmuls
+--corpus python-docs --out runs/NAME`` does the same from a shell (:mod:`lmcore.train.cli`)
+and writes the history (JSON) and the checkpoints. On CUDA the same code uses bf16 autocast, TF32 matmuls
 and fused AdamW (and ``torch.compile`` if asked); under ``torchrun`` it trains data-parallel
-(:mod:`lmcore.distributed`).
+(:mod:`lmcore.train.distributed`).
 
 Host-device synchronisations per step, all marked ``# sync`` below: one, the logged loss and
 gradient norm read together; plus those inside ``causal_lm_loss``'s input checks.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from time import perf_counter as _now
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import perf_counter as _now
 
 import torch
 
-from .accumulate import NonFiniteLossError, accumulate_gradients, backward_micro_batches
+from ..data.corpus import load_corpus
+from ..model import GPT
+from .accumulate import NonFiniteLossError, backward_micro_batches
 from .checkpoint import tokenizer_state
-from .cli import main, plot_history
-from .data import load_corpus
-from .evaluation import evaluate
+from .devices import autocast_for, cpu_threads, pick_device
 from .distributed import DistContext, all_reduce_sum, any_rank, setup, teardown, wrap_model
-from .model import GPT, GPTConfig
+from .evaluation import evaluate
 from .optim import configure_optimizer, lr_at
-from .presets import PRESETS, TrainConfig, autocast_for, pick_device, preset, validate_config
+from .presets import TrainConfig, model_config, validate_config
 from .resume import copy_checkpoint, restore_training_state, save_training_state
 
-__all__ = ["TrainConfig", "PRESETS", "preset", "pick_device", "TrainResult", "train", "evaluate",
-           "accumulate_gradients", "NonFiniteLossError", "plot_history", "main"]
+__all__ = ["TrainResult", "train"]
 
 
 @dataclass
@@ -81,21 +81,19 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
     corpus = corpus if corpus is not None else load_corpus(cfg.corpus)
     out_dir = Path(out_dir) if out_dir is not None else None
     _check_inputs(cfg, corpus, model, out_dir)
-    old_threads, old_precision = torch.get_num_threads(), torch.get_float32_matmul_precision()
+    old_precision = torch.get_float32_matmul_precision()
+    threads = contextlib.ExitStack()
     ctx = DistContext()
     bar, clean = None, False
     try:
         ctx = setup(pick_device(cfg.device))
         device = ctx.device
         autocast = autocast_for(device, cfg.dtype)
-        if cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
+        threads.enter_context(cpu_threads(cfg.num_threads))     # restored in finally
         if device.type == "cuda":
             torch.set_float32_matmul_precision("high")           # TF32 matmuls
         torch.manual_seed(cfg.seed)                              # same init on every rank
-        mcfg = GPTConfig(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
-                         n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout)
-        model = (model if model is not None else GPT(mcfg)).to(device)
+        model = (model if model is not None else GPT(model_config(cfg, corpus.vocab_size))).to(device)
         opt = configure_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
                                   device_type=device.type)
         gen = torch.Generator().manual_seed(cfg.seed + 1 + 7919 * ctx.rank)   # own batches per rank
@@ -218,7 +216,7 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
     finally:
         if bar is not None:
             bar.close()
-        torch.set_num_threads(old_threads)
+        threads.close()
         torch.set_float32_matmul_precision(old_precision)
         teardown(ctx, clean=clean)
     model.eval()

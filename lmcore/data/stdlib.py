@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
-from ._validate import require_int_scalar
-from .shift import labels_from_attention_mask, mask_cross_document_targets
+from .._validate import require_generator, require_int_scalar
+from ..shift import _stream_rows
+from .base import CorpusBase, eval_args
 from .tokenizers import ByteTokenizer
 
 __all__ = ["EXCLUDED_DIRS", "stdlib_files", "PackedStreamCorpus", "load_python_stdlib"]
@@ -45,16 +46,7 @@ def stdlib_files(root=None) -> list[tuple[str, Path]]:
     return sorted(out)
 
 
-def _positions(doc: torch.Tensor) -> torch.Tensor:
-    """``position_ids`` (N, L): 0 at each row start and wherever the document id changes."""
-    L = doc.shape[1]
-    t = torch.arange(L).expand_as(doc)
-    start = torch.ones_like(doc, dtype=torch.bool)
-    start[:, 1:] = doc[:, 1:] != doc[:, :-1]
-    return t - torch.where(start, t, 0).cummax(dim=1).values
-
-
-class PackedStreamCorpus:
+class PackedStreamCorpus(CorpusBase):
     """Documents packed as one stream per split (``pack_documents``'s rows, built lazily)."""
 
     def __init__(self, name: str, tokenizer, documents, val_mask, *, names=None):
@@ -72,15 +64,6 @@ class PackedStreamCorpus:
             self._stream[split] = (ids, doc_ids, len(docs))
         self.ids = torch.cat([self._stream["train"][0], self._stream["val"][0]])
 
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.vocab_size
-
-    @property
-    def unigram_entropy(self) -> float:
-        from .data import unigram_entropy
-        return unigram_entropy(self.ids, self.vocab_size)
-
     def num_documents(self, split: str) -> int:
         return self._split(split)[2]
 
@@ -89,9 +72,7 @@ class PackedStreamCorpus:
         return len(self._split(split)[0])
 
     def _split(self, split):
-        if split not in ("train", "val"):
-            raise ValueError(f"split must be 'train' or 'val'; got {split!r}.")
-        return self._stream[split]
+        return self._stream[self._check_split(split)]
 
     def num_rows(self, split: str, block_size: int) -> int:
         return -(-self.num_tokens(split) // require_int_scalar("block_size", block_size, min=2))
@@ -100,26 +81,21 @@ class PackedStreamCorpus:
         """The packed rows ``index`` (a 1-D index tensor or a slice) of ``split``: input_ids,
         labels, document_ids, position_ids, each (N, block_size), as ``pack_documents`` gives."""
         ids, doc, _ = self._split(split)
-        n = self.num_rows(split, block_size)
-        rows = torch.arange(n)[index]
-        flat = rows[:, None] * block_size + torch.arange(block_size)       # (N, L) stream offsets
-        real = flat < len(ids)
-        flat = flat.clamp(max=len(ids) - 1)
-        input_ids = torch.where(real, ids[flat], self.tokenizer.pad_id)
-        document_ids = torch.where(real, doc[flat].long(), -1)
-        labels = mask_cross_document_targets(labels_from_attention_mask(input_ids, real.long()),
-                                             document_ids)
-        return {"input_ids": input_ids, "labels": labels, "document_ids": document_ids,
-                "position_ids": _positions(document_ids)}
+        rows = torch.arange(self.num_rows(split, block_size))[index]
+        pb = _stream_rows(ids, doc, rows, block_size, self.tokenizer.pad_id)
+        return {"input_ids": pb.input_ids, "labels": pb.labels, "document_ids": pb.document_ids,
+                "position_ids": pb.position_ids}
 
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
         """``batch_size`` rows drawn uniformly (with replacement) from ``split``'s packing."""
         require_int_scalar("batch_size", batch_size, min=1)
+        require_generator(generator)
         n = self.num_rows(split, block_size)
         return self.rows(split, block_size, torch.randint(0, n, (batch_size,), generator=generator))
 
     def eval_batches(self, split: str, batch_size: int, block_size: int, max_batches: int | None = None):
         """Consecutive rows from the start of ``split`` (deterministic)."""
+        batch_size, block_size, max_batches = eval_args(batch_size, block_size, max_batches)
         n = self.num_rows(split, block_size)
         for k, i in enumerate(range(0, n, batch_size)):
             if max_batches is not None and k >= max_batches:

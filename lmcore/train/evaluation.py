@@ -9,9 +9,9 @@ import contextlib
 
 import torch
 
-from ._validate import require_choice, require_int_scalar
+from .._validate import require_choice, require_int_scalar
 from .accumulate import NonFiniteLossError, model_kwargs
-from .perplexity import PerplexityMeter
+from ..perplexity import PerplexityMeter
 
 __all__ = ["evaluate"]
 

@@ -1,7 +1,8 @@
-"""The command line of :mod:`lmcore.train` and its loss plot.
+"""The command line of :mod:`lmcore.train` (``python -m lmcore.train`` or ``lmcore-train``).
 
 ``python -m lmcore.train --preset cpu --corpus python-docs --out runs/NAME`` prints progress
-and writes ``history.json``, ``checkpoint.pt``, ``best.pt`` and ``loss.png`` to ``--out``.
+and writes ``history.json``, ``checkpoint.pt`` and ``best.pt`` to ``--out``; the loss plot is
+drawn on the course side: ``python -m lmcore.course.training_views runs/NAME`` (matplotlib).
 Under ``torchrun --nproc_per_node=K -m lmcore.train ...`` it trains data-parallel on K
 processes; only rank 0 prints and writes.
 """
@@ -14,25 +15,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .data import load_corpus
-from .presets import PRESETS, pick_device, preset
+from ..data.corpus import load_corpus
+from .devices import pick_device
+from .loop import train
+from .presets import PRESETS, preset
 
-__all__ = ["plot_history", "main"]
-
-
-def plot_history(history, *, title: str = "training loss", unigram_entropy: float | None = None):
-    """Train and validation loss against tokens seen (a matplotlib Figure)."""
-    import matplotlib.pyplot as plt   # lazily: the core must import without matplotlib
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    x = [r["tokens"] for r in history]
-    ax.plot(x, [r["train_loss"] for r in history], marker="o", label="train (mean since previous point)")
-    ax.plot(x, [r["val_loss"] for r in history], marker="o", label="validation")
-    if unigram_entropy is not None:
-        ax.axhline(unigram_entropy, ls="--", color="gray", label="unigram entropy")
-    ax.set(xlabel="tokens seen", ylabel="loss (nats per token)", title=title)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+__all__ = ["main"]
 
 
 def main(argv=None):
@@ -40,7 +28,7 @@ def main(argv=None):
     p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
     p.add_argument("--corpus", default=None,
                    help="python-docs | python-stdlib | chat-arithmetic | tinyshakespeare | a UTF-8 file path")
-    p.add_argument("--out", required=True, help="output folder (history.json, checkpoint.pt, best.pt, loss.png)")
+    p.add_argument("--out", required=True, help="output folder (history.json, checkpoint.pt, best.pt)")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None, help="sequences per micro-batch and rank")
     p.add_argument("--eval-batches", type=int, default=None, help="batches per evaluation")
@@ -48,7 +36,6 @@ def main(argv=None):
     p.add_argument("--compile", action="store_true")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     a = p.parse_args(argv)
-    from .train import train   # here, not at the top: lmcore.train imports this module
     over = {k: v for k, v in (("max_steps", a.max_steps), ("device", a.device),
                               ("batch_size", a.batch_size), ("eval_batches", a.eval_batches))
             if v is not None}
@@ -75,20 +62,14 @@ def main(argv=None):
     if not main_rank:
         return 0 if res.status in ("finished", "stopped") else 1
     summary = {"status": res.status, "message": res.message, "wall_s": wall, "preset": a.preset,
-               "corpus": corpus.name, "unigram_entropy": corpus.unigram_entropy,
+               "corpus": corpus.name, "vocab_size": corpus.vocab_size,
+               "unigram_entropy": corpus.unigram_entropy,
                "world_size": world, "best_step": res.best_step, "best_val_loss": res.best_val_loss,
                "config": asdict(cfg), "history": res.history}
     (out / "history.json").write_text(json.dumps(summary, indent=1))
-    try:
-        fig = plot_history(res.history, title=f"{a.preset} preset on {corpus.name}",
-                           unigram_entropy=corpus.unigram_entropy)
-        fig.savefig(out / "loss.png", dpi=120)
-        import matplotlib.pyplot as plt
-        plt.close(fig)
-    except ImportError:
-        print("matplotlib is not installed: no loss.png")
     last = res.history[-1]["val_loss"] if res.history else float("nan")
     best = f" (best {res.best_val_loss:.4f} at step {res.best_step}: best.pt)" if res.best_path else ""
     print(f"{res.status} in {wall:.1f} s: val loss {last:.4f} nats{best} vs unigram entropy "
-          f"{corpus.unigram_entropy:.4f}; wrote {out}/history.json, checkpoint.pt, loss.png")
+          f"{corpus.unigram_entropy:.4f}; wrote {out}/history.json and checkpoint.pt (plot: "
+          f"python -m lmcore.course.training_views {out})")
     return 0 if res.status in ("finished", "stopped") else 1

@@ -12,7 +12,7 @@ import random
 
 import numpy as np
 
-from ._validate import require_int_scalar, require_positive_int
+from .._validate import require_int_scalar, require_positive_int
 
 __all__ = ["chat_arithmetic", "chat_arithmetic_entropy"]
 

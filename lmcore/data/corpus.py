@@ -2,8 +2,8 @@
 
 A batch is a dict with ``input_ids`` and ``labels`` (N, L), ``labels = input_ids`` up to
 masking (the loss shifts), plus ``document_ids`` and ``position_ids`` for packed documents.
-The tokenizers live in :mod:`lmcore.tokenizers` and the download helper in
-:mod:`lmcore.download`; both are re-exported here.
+Documents are packed by :func:`lmcore.shift.pack_documents` (the contract's home for packing);
+the ``python-stdlib`` corpus is :mod:`lmcore.data.stdlib`.
 """
 from __future__ import annotations
 
@@ -13,19 +13,18 @@ from typing import Sequence
 
 import torch
 
-from ._validate import (_describe, require_generator, require_ids_in_range, require_int,
-                        require_int_scalar, require_positive_int, require_real, require_tensor,
+from .._validate import (_describe, require_documents, require_generator, require_ids_in_range,
+                        require_int, require_positive_int, require_real, require_tensor,
                         require_token_ids)
-from .arithmetic import chat_arithmetic, chat_arithmetic_entropy
-from .download import KNOWN_CORPORA, download, download_corpus
-from .shift import (PackedBatch, _packing_inputs, labels_from_attention_mask,
-                    mask_cross_document_targets)
+from ..shift import PackedBatch, pack_documents
+from .arithmetic import chat_arithmetic
+from .base import CorpusBase, eval_args
+from .download import KNOWN_CORPORA, download_corpus
+from .stdlib import load_python_stdlib
 from .tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
 
-__all__ = ["CharTokenizer", "ByteTokenizer", "ChatTokenizer", "KNOWN_CORPORA", "download",
-           "download_corpus", "python_docs_text", "read_text_file", "chat_arithmetic",
-           "chat_arithmetic_entropy", "unigram_entropy", "train_val_split", "random_windows",
-           "pack_whole_documents", "TextCorpus", "DocumentCorpus", "load_corpus", "CORPORA"]
+__all__ = ["python_docs_text", "read_text_file", "train_val_split", "random_windows", "TextCorpus",
+           "DocumentCorpus", "load_corpus", "CORPORA"]
 
 CORPORA = ("python-docs", "python-stdlib", "chat-arithmetic", "file", "tinyshakespeare")
 
@@ -56,20 +55,6 @@ def read_text_file(path) -> str:
                          "iconv -t utf-8, or read it with ByteTokenizer.") from None
 
 
-def unigram_entropy(ids, vocab_size: int | None = None) -> float:
-    """Entropy (nats) of the token frequencies in ``ids``: the loss of the best context-free model."""
-    ids = require_token_ids("ids", ids).flatten()
-    if vocab_size is not None:
-        vocab_size = require_int_scalar("vocab_size", vocab_size, min=1)
-    if ids.numel() == 0:
-        raise ValueError("ids is empty: the entropy of no tokens is undefined. Pass a token stream.")
-    require_ids_in_range("ids", ids, vocab_size, "Drop padding and -100 before counting, and "
-                         "pass the tokenizer's vocab_size.")
-    counts = torch.bincount(ids, minlength=vocab_size or 0).double()
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * p.log()).sum())
-
-
 def train_val_split(data, val_fraction: float = 0.1):
     """Split a 1-D token tensor (or a list of documents) into its first and last parts."""
     if not 0 < require_real("val_fraction", val_fraction, finite=False) < 1:
@@ -98,49 +83,7 @@ def random_windows(data: torch.Tensor, batch_size: int, block_size: int, *, gene
     return data[starts[:, None] + torch.arange(block_size)].long()
 
 
-def pack_whole_documents(documents, block_size: int, *, eos_id: int, pad_id: int) -> PackedBatch:
-    """Like :func:`lmcore.shift.pack_documents`, but no document is cut across two rows.
-
-    Documents (each followed by EOS) are placed greedily in order; a row is closed and padded
-    when the next one would not fit. Each document is then scored with its full context.
-    """
-    documents, block_size, eos_id, pad_id = _packing_inputs(documents, block_size, eos_id, pad_id)
-    ids, docs, pos, row_ids, row_docs, row_pos = [], [], [], [], [], []
-
-    def close_row():
-        n_pad = block_size - len(row_ids)
-        ids.append(row_ids + [pad_id] * n_pad)
-        docs.append(row_docs + [-1] * n_pad)
-        pos.append(row_pos + list(range(n_pad)))
-
-    for k, doc in enumerate(documents):
-        if len(doc) + 1 > block_size:
-            raise ValueError(f"documents[{k}] has {len(doc)} tokens; each needs 1 to block_size - 1 "
-                             f"= {block_size - 1} tokens (plus its EOS).")
-        if len(row_ids) + len(doc) + 1 > block_size:
-            close_row()
-            row_ids, row_docs, row_pos = [], [], []
-        row_ids += doc + [eos_id]
-        row_docs += [k] * (len(doc) + 1)
-        row_pos += list(range(len(doc) + 1))
-    close_row()
-    input_ids, document_ids = torch.tensor(ids, dtype=torch.long), torch.tensor(docs)
-    attention_mask = (document_ids >= 0).long()
-    labels = mask_cross_document_targets(labels_from_attention_mask(input_ids, attention_mask),
-                                         document_ids)
-    return PackedBatch(input_ids, labels, document_ids, torch.tensor(pos), attention_mask)
-
-
-def _eval_args(batch_size, block_size, max_batches):
-    batch_size = require_positive_int("batch_size", batch_size)
-    block_size = require_positive_int("block_size", block_size)
-    if max_batches is not None:
-        max_batches = require_int_scalar("max_batches", max_batches, min=1,
-                                         hint="Use None for every batch of the split.")
-    return batch_size, block_size, max_batches
-
-
-class TextCorpus:
+class TextCorpus(CorpusBase):
     """One token stream, split into train/val; batches are random windows (labels = input_ids)."""
 
     def __init__(self, name: str, tokenizer, ids, val_fraction: float = 0.1):
@@ -151,18 +94,8 @@ class TextCorpus:
         require_ids_in_range("ids", self.ids, self.vocab_size, "Encode the text with this tokenizer.")
         self.train, self.val = train_val_split(self.ids, val_fraction)
 
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.vocab_size
-
-    @property
-    def unigram_entropy(self) -> float:
-        return unigram_entropy(self.ids, self.vocab_size)
-
     def _split(self, split):
-        if not isinstance(split, str) or split not in ("train", "val"):
-            raise ValueError(f"split must be 'train' or 'val'; got {split!r}.")
-        return self.train if split == "train" else self.val
+        return self.train if self._check_split(split) == "train" else self.val
 
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
         x = random_windows(self._split(split), batch_size, block_size, generator=generator)
@@ -174,7 +107,7 @@ class TextCorpus:
         A split shorter than one row yields nothing (the caller decides whether that is an error).
         """
         data = self._split(split)
-        batch_size, block_size, max_batches = _eval_args(batch_size, block_size, max_batches)
+        batch_size, block_size, max_batches = eval_args(batch_size, block_size, max_batches)
         n = (len(data) - 1) // block_size
         rows = data[:n * block_size].view(n, block_size)
         for k, i in enumerate(range(0, n, batch_size)):
@@ -192,7 +125,7 @@ class DocumentCorpus(TextCorpus):
 
     def __init__(self, name: str, tokenizer, documents, val_fraction: float = 0.1):
         self.name, self.tokenizer = name, tokenizer
-        self.documents = _packing_inputs(documents, 2, tokenizer.eos_id, tokenizer.pad_id)[0]
+        self.documents = require_documents("documents", documents)
         for k, d in enumerate(self.documents):
             if max(d) >= self.vocab_size:
                 raise ValueError(f"documents[{k}] holds {max(d)}, outside the tokenizer's "
@@ -204,9 +137,9 @@ class DocumentCorpus(TextCorpus):
     def packed(self, split: str, block_size: int) -> PackedBatch:
         key = (split, block_size)
         if key not in self._packed:
-            self._packed[key] = pack_whole_documents(self._split(split), block_size,
-                                                     eos_id=self.tokenizer.eos_id,
-                                                     pad_id=self.tokenizer.pad_id)
+            self._packed[key] = pack_documents(self._split(split), block_size, policy="whole",
+                                               eos_id=self.tokenizer.eos_id,
+                                               pad_id=self.tokenizer.pad_id)
         return self._packed[key]
 
     @staticmethod
@@ -221,7 +154,7 @@ class DocumentCorpus(TextCorpus):
         return self._rows(pb, torch.randint(0, len(pb.input_ids), (batch_size,), generator=generator))
 
     def eval_batches(self, split: str, batch_size: int, block_size: int, max_batches: int | None = None):
-        batch_size, block_size, max_batches = _eval_args(batch_size, block_size, max_batches)
+        batch_size, block_size, max_batches = eval_args(batch_size, block_size, max_batches)
         pb = self.packed(split, block_size)
         for k, i in enumerate(range(0, len(pb.input_ids), batch_size)):
             if max_batches is not None and k >= max_batches:
@@ -235,7 +168,6 @@ def load_corpus(name: str, *, path=None, tokenizer: str = "char", n_documents: i
     'tinyshakespeare' (downloaded once, checksummed). Text corpora use a
     :class:`CharTokenizer` built from the text, or ``tokenizer="byte"``."""
     if name == "python-stdlib":                  # the interpreter's own .py files, one per document
-        from .stdlib_corpus import load_python_stdlib
         return load_python_stdlib()
     if name == "chat-arithmetic":
         tok = ChatTokenizer()

@@ -13,8 +13,8 @@ import contextlib
 import torch
 
 from .distributed import DistContext, all_reduce_sum, no_sync
-from .loss import causal_lm_loss
-from .shift import num_valid_targets
+from ..loss import causal_lm_loss
+from ..shift import num_valid_targets
 
 __all__ = ["NonFiniteLossError", "accumulate_gradients", "backward_micro_batches", "model_kwargs"]
 

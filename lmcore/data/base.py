@@ -1,0 +1,57 @@
+"""What every corpus shares: the unigram entropy, the split check and the evaluation arguments.
+
+A corpus has ``name``, ``tokenizer``, ``ids`` (every token, for statistics), ``batch(split,
+batch_size, block_size, generator=...)`` and ``eval_batches(split, batch_size, block_size,
+max_batches)``; :class:`CorpusBase` gives it ``vocab_size`` and ``unigram_entropy``.
+"""
+from __future__ import annotations
+
+import torch
+
+from .._validate import require_ids_in_range, require_int_scalar, require_positive_int, require_token_ids
+
+__all__ = ["SPLITS", "unigram_entropy", "eval_args", "CorpusBase"]
+
+SPLITS = ("train", "val")
+
+
+def unigram_entropy(ids, vocab_size: int | None = None) -> float:
+    """Entropy (nats) of the token frequencies in ``ids``: the loss of the best context-free model."""
+    ids = require_token_ids("ids", ids).flatten()
+    if vocab_size is not None:
+        vocab_size = require_int_scalar("vocab_size", vocab_size, min=1)
+    if ids.numel() == 0:
+        raise ValueError("ids is empty: the entropy of no tokens is undefined. Pass a token stream.")
+    require_ids_in_range("ids", ids, vocab_size, "Drop padding and -100 before counting, and "
+                         "pass the tokenizer's vocab_size.")
+    counts = torch.bincount(ids, minlength=vocab_size or 0).double()
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * p.log()).sum())
+
+
+def eval_args(batch_size, block_size, max_batches):
+    """``(batch_size, block_size, max_batches)`` checked: ints >= 1, ``max_batches`` or None."""
+    batch_size = require_positive_int("batch_size", batch_size)
+    block_size = require_positive_int("block_size", block_size)
+    if max_batches is not None:
+        max_batches = require_int_scalar("max_batches", max_batches, min=1,
+                                         hint="Use None for every batch of the split.")
+    return batch_size, block_size, max_batches
+
+
+class CorpusBase:
+    """``vocab_size`` from the tokenizer, ``unigram_entropy`` of ``ids``, the split check."""
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    @property
+    def unigram_entropy(self) -> float:
+        return unigram_entropy(self.ids, self.vocab_size)
+
+    @staticmethod
+    def _check_split(split) -> str:
+        if not isinstance(split, str) or split not in SPLITS:
+            raise ValueError(f"split must be 'train' or 'val'; got {split!r}.")
+        return split
