@@ -153,10 +153,10 @@ class GPT(nn.Module):
         require_tensor("input_ids", input_ids, 2, "(N, L)")
         require_int("input_ids", input_ids)
         N, L = input_ids.shape
-        V, B = self.config.vocab_size, self.config.block_size
-        if L < 1 or L > B:
-            raise ValueError(f"input_ids has length L = {L}, but the model's block_size is {B} "
-                             f"(its position table ends there). Crop the input to the last {B} "
+        V, block = self.config.vocab_size, self.config.block_size
+        if L < 1 or L > block:
+            raise ValueError(f"input_ids has length L = {L}, but the model's block_size is {block} "
+                             f"(its position table ends there). Crop the input to the last {block} "
                              "tokens, or build the model with a larger block_size.")
         if input_ids.numel() and bool(((input_ids < 0) | (input_ids >= V)).any()):
             lo, hi = int(input_ids.min()), int(input_ids.max())
@@ -171,8 +171,8 @@ class GPT(nn.Module):
             if t.shape[1] != L or t.shape[0] not in (1, N):
                 raise ValueError(f"{name} must have shape (N, L) = {(N, L)} like input_ids; "
                                  f"got {tuple(t.shape)}.")
-        if position_ids is not None and bool(((position_ids < 0) | (position_ids >= B)).any()):
-            raise ValueError(f"position_ids must lie in [0, {B}) (block_size); got values from "
+        if position_ids is not None and bool(((position_ids < 0) | (position_ids >= block)).any()):
+            raise ValueError(f"position_ids must lie in [0, {block}) (block_size); got values from "
                              f"{int(position_ids.min())} to {int(position_ids.max())}.")
 
     def hidden_states(self, input_ids: torch.Tensor, *, document_ids=None, position_ids=None):
@@ -222,7 +222,7 @@ class GPT(nn.Module):
         PaLM/nanoGPT convention, not halved for the causal mask). ``seq_len`` defaults to
         block_size. Divide (tokens/s * flops_per_token) by the device's peak for MFU.
         """
-        T = (self.config.block_size if seq_len is None
+        L = (self.config.block_size if seq_len is None
              else require_int_scalar("seq_len", seq_len, min=1))
         c = self.config
-        return 6.0 * self.num_parameters() + 12.0 * c.n_layer * c.n_embd * T
+        return 6.0 * self.num_parameters() + 12.0 * c.n_layer * c.n_embd * L
