@@ -38,7 +38,7 @@ from lmcore.data import load_corpus                          # noqa: E402
 from lmcore.perplexity import nats_to_bits                   # noqa: E402
 from lmcore.sample import generate                           # noqa: E402
 from lmcore.data.tokenizers import ByteTokenizer                  # noqa: E402
-from lmcore.course.training import plot_loss_curves                # noqa: E402
+from lmcore.course.training_views import plot_loss_curves          # noqa: E402
 from lmcore.train import pick_device, preset, train                  # noqa: E402
 from train_throughput import bf16_peak_tflops                 # noqa: E402
 

@@ -97,19 +97,21 @@ def require_int_scalar(name: str, x, *, min: int | None = None, max: int | None 
 
 
 def require_real(name: str, x, *, min: float | None = None, max: float | None = None,
-                 min_inclusive: bool = True, finite: bool = True) -> float:
+                 min_inclusive: bool = True, finite: bool = True, hint: str = "") -> float:
     """A real number (int or float, never a bool or string), finite unless ``finite=False``,
-    within ``min`` (inclusive unless ``min_inclusive=False``) and ``max`` (inclusive)."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise TypeError(f"{name} must be a number; got {_describe(x)}.")
+    within ``min`` (inclusive unless ``min_inclusive=False``) and ``max`` (inclusive).
+    ``hint`` (what the number is, how to fix it) is appended to the message."""
+    hint = f" {hint}" if hint else ""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a number; got {_describe(x)}.{hint}")
     x = float(x)
     if math.isnan(x) or (finite and math.isinf(x)):
-        raise ValueError(f"{name} must be a finite number; got {x}.")
+        raise ValueError(f"{name} must be a finite number; got {x}.{hint}")
     if min is not None and (x < min or (not min_inclusive and x == min)):
         raise ValueError(f"{name} must be {'at least' if min_inclusive else 'greater than'} {min}; "
-                         f"got {x}.")
+                         f"got {x}.{hint}")
     if max is not None and x > max:
-        raise ValueError(f"{name} must be at most {max}; got {x}.")
+        raise ValueError(f"{name} must be at most {max}; got {x}.{hint}")
     return x
 
 

@@ -6,11 +6,10 @@ perplexities) weights a short batch like a long one and gives a different, wrong
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
-from ._validate import _describe, require_int_scalar, require_real
+from ._validate import require_int_scalar, require_real
 from .loss import causal_lm_loss
 from .shift import IGNORE_INDEX, num_valid_targets
 
@@ -83,12 +82,8 @@ class PerplexityMeter:
         if isinstance(total_nll, torch.Tensor) and total_nll.dim() == 0 \
                 and total_nll.is_floating_point():
             total_nll = float(total_nll)
-        if isinstance(total_nll, bool) or not isinstance(total_nll, numbers.Real):
-            raise TypeError(f"total_nll must be a number (a summed NLL in nats); got "
-                            f"{_describe(total_nll)}.")
-        total_nll = float(total_nll)
-        if not math.isfinite(total_nll) or total_nll < 0:
-            raise ValueError(f"total_nll must be a finite, non-negative sum of NLLs; got {total_nll}.")
+        total_nll = require_real("total_nll", total_nll, min=0,
+                                 hint="It is a finite, non-negative sum of NLLs in nats.")
         if n_tokens == 0 and total_nll != 0:
             raise ValueError(f"total_nll must be 0 when n_tokens is 0 (no target, no loss); got "
                              f"{total_nll}. Pass the summed NLL together with its own count.")

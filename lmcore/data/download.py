@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import math
-import numbers
 import os
 import socket
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from .._validate import require_real
 
 __all__ = ["KNOWN_CORPORA", "cache_dir", "download", "download_corpus"]
 
@@ -108,10 +108,8 @@ def _check_download_args(url, sha256, filename, cache, timeout) -> None:
                          f"inside the cache folder; got {name!r}.")
     if cache is not None and not isinstance(cache, (str, os.PathLike)):
         raise TypeError(f"cache must be None or a folder path; got {type(cache).__name__}.")
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise TypeError(f"timeout must be a number of seconds; got {timeout!r}.")
-    if not 0 < timeout < math.inf:
-        raise ValueError(f"timeout must be a positive, finite number of seconds; got {timeout!r}.")
+    require_real("timeout", timeout, min=0, min_inclusive=False,
+                 hint="It is a positive, finite number of seconds.")
 
 
 def download_corpus(name: str, *, cache: str | Path | None = None, timeout: float = 30.0) -> Path:
