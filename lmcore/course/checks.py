@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
-__all__ = ["Case", "check", "compare", "check_choices"]
+__all__ = ["Case", "check", "compare", "check_choices", "random_logit_cases"]
 
 PASS, FAIL, TODO = "✓ pass", "✗ fail", "… not attempted yet"
 
@@ -170,6 +170,17 @@ def check_choices(name: str, answers_fn: Callable[[], dict], expected: dict[Any,
         return False
     print(f"{PASS} {name}: all {len(expected)} answers right.")
     return True
+
+
+def random_logit_cases(seed: int) -> list[Case]:
+    """Seeded random (z, y) cases for one position: V in [2, 8), logits of scale 1, 5 and 300
+    (three cases each), z a float64 array and y an int target in [0, V)."""
+    rng, cases = np.random.default_rng(seed), []
+    for scale in (1.0, 5.0, 300.0):
+        for _ in range(3):
+            V = int(rng.integers(2, 8))
+            cases.append(Case((rng.normal(0.0, scale, size=V), int(rng.integers(V)))))
+    return cases
 
 
 # Under nbgrader's autograder (it sets NBGRADER_EXECUTION) a check that does not pass raises

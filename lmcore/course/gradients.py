@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import handcalc
-from .checks import FAIL, Case, check
-from .softmax_nll import live_figure, random_logit_cases
+from .checks import FAIL, Case, check, random_logit_cases
 from .style import COLORS, new_figure
+from .widgets import live_figure
 
 __all__ = ["numerical_grad", "gradient_state", "plot_gradient_state", "gradient_explorer",
            "check_ce_grad", "check_finite_difference", "check_descent_step"]

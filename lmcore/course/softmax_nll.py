@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 from .. import handcalc
 from ..perplexity import nats_to_bits
-from .checks import Case, check
+from .checks import Case, check, random_logit_cases
 from .style import COLORS, new_figure
+from .widgets import live_figure
 
 __all__ = ["random_logit_cases", "fmt", "softmax_state", "double_softmax", "plot_softmax_state", "plot_nll_curve",
            "plot_double_softmax", "live_figure", "softmax_explorer", "check_stable_softmax",
@@ -112,30 +113,6 @@ def plot_double_softmax(target_logit=None, others=(0.0, 0.0)):
     return fig
 
 
-def live_figure(plot, controls: dict):
-    """An image widget showing ``plot(**values)`` (a Figure), redrawn whenever a control in
-    ``controls`` (name -> widget) changes. The PNG lives in the widget itself, so nothing is
-    printed into the cell's output (stable under nbval) and no Output-widget capture is needed."""
-    import io
-
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-
-    image = widgets.Image(format="png")
-
-    def redraw(_change=None):
-        fig = plot(**{name: w.value for name, w in controls.items()})
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90)
-        plt.close(fig)
-        image.value = buf.getvalue()
-
-    for w in controls.values():
-        w.observe(redraw, names="value")
-    redraw()
-    return image
-
-
 def softmax_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0,
                      tokens=None):
     """Sliders for 3-5 logits, a target selector and a temperature slider, redrawing
@@ -182,16 +159,6 @@ def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
                  hint="subtract the largest logit before np.exp, then divide by the sum; "
                       "no entry of z - max(z) is positive, so nothing can overflow.",
                  atol=1e-9, rtol=1e-6, quiet=quiet)
-
-
-def random_logit_cases(seed: int) -> list[Case]:
-    """Seeded random (z, y) cases: V in [2, 8), logits of scale 1, 5 and 300."""
-    rng, cases = np.random.default_rng(seed), []
-    for scale in (1.0, 5.0, 300.0):
-        for _ in range(3):
-            V = int(rng.integers(2, 8))
-            cases.append(Case((rng.normal(0.0, scale, size=V), int(rng.integers(V)))))
-    return cases
 
 
 def _nll_cases(seed: int = 1) -> list[Case]:
