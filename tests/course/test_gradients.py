@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore.course import gradients as G  # noqa: E402
+from lmcore.course import gradients_views as GV  # noqa: E402
 
 
 def _autograd_grad(z, y):
@@ -72,12 +73,12 @@ def test_gradient_state_rejects_bad_index():
 
 
 def test_plot_and_explorer():
-    fig = G.plot_gradient_state()
+    fig = GV.plot_gradient_state()
     assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
     assert "1.408" in fig.axes[0].get_title()
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
     plt.close(fig)
-    w = G.gradient_explorer([2.0, 1.0, 0.0], target=1, index=1)
+    w = GV.gradient_explorer([2.0, 1.0, 0.0], target=1, index=1)
     which, value, pick = w.children[0].children
     assert value.value == 1.0 and pick.value == 1
     first = w.children[1].value

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore.course import softmax_nll as S  # noqa: E402
+from lmcore.course import softmax_nll_views as SV  # noqa: E402
 
 
 def test_fmt_fixed_decimals():
@@ -80,7 +81,7 @@ def test_double_softmax_squashes_confident_losses():
 
 
 def test_double_softmax_plot_matches_per_point_losses():
-    fig = S.plot_double_softmax([-3.0, 0.0, 4.0], others=(1.0, -1.0))
+    fig = SV.plot_double_softmax([-3.0, 0.0, 4.0], others=(1.0, -1.0))
     right, wrong = (line.get_ydata() for line in fig.axes[0].get_lines())
     for k, a in enumerate([-3.0, 0.0, 4.0]):
         d = S.double_softmax([a, 1.0, -1.0], 0)
@@ -90,19 +91,19 @@ def test_double_softmax_plot_matches_per_point_losses():
 
 
 def test_plots_return_labelled_figures():
-    for fig in (S.plot_softmax_state(), S.plot_softmax_state([1, 2, 3, 4, 5], 4, 0.5, list("abcde")),
-                S.plot_nll_curve(), S.plot_double_softmax()):
+    for fig in (SV.plot_softmax_state(), SV.plot_softmax_state([1, 2, 3, 4, 5], 4, 0.5, list("abcde")),
+                SV.plot_nll_curve(), SV.plot_double_softmax()):
         assert isinstance(fig, matplotlib.figure.Figure)
         ax = fig.axes[0]
         assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
         plt.close(fig)
-    fig = S.plot_softmax_state()
+    fig = SV.plot_softmax_state()
     assert "1.408 nats" in fig.axes[0].get_title() and "2.031 bits" in fig.axes[0].get_title()
     plt.close(fig)
 
 
 def test_explorer_builds_and_validates():
-    w = S.softmax_explorer([1.0, 0.0, -1.0, 2.0], target=3)
+    w = SV.softmax_explorer([1.0, 0.0, -1.0, 2.0], target=3)
     controls = w.children[0].children
     assert len(controls) == 6  # 4 logits, target, temperature
     assert [c.value for c in controls[:4]] == [1.0, 0.0, -1.0, 2.0] and controls[4].value == 3
@@ -112,7 +113,7 @@ def test_explorer_builds_and_validates():
     controls[0].value = 5.0  # moving a slider redraws the picture
     assert image.value != first and image.value[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="3 to 5"):
-        S.softmax_explorer([1.0, 2.0])
+        SV.softmax_explorer([1.0, 2.0])
     plt.close("all")
 
 
