@@ -1,9 +1,9 @@
 """Notebook 03 (from a sequence to one loss): the word vocabulary, the context->target table,
-the two cheating models (no shift: copies; no causal mask: peeks), the widget's table, the
-label-shift figure and the exercise checkers.
+the two cheating models (no shift: copies; no causal mask: peeks), the widget's table and the
+exercise checkers. The label-shift figure is in :mod:`lmcore.course.sequence_views`.
 
-The models are :class:`lmcore.model.GPT`; the only extra here is :func:`forward_logits`, which
-runs a GPT's own blocks with the causal mask switched off, to show what the mask prevents.
+The models are :class:`lmcore.model.GPT` (built by :func:`lmcore.course.toys.toy_gpt`); the
+model without its causal mask is :func:`lmcore.course.toys.forward_without_causal_mask`.
 """
 from __future__ import annotations
 
@@ -13,20 +13,23 @@ import torch
 import torch.nn.functional as F
 
 from ..loss import causal_lm_loss
-from ..model import GPT, GPTConfig
+from ..model import GPT
 from ..train.devices import cpu_threads
 from ..shift import labels_from_attention_mask, shift_for_next_token
 from .sequence_checks import check_causal_lm_loss, check_shift
-from .style import COLORS, new_figure
+from .toys import BOS, EOS, PAD, WordTokenizer, fit, forward_without_causal_mask, toy_gpt
 
-__all__ = ["WORDS", "WORD_CORPUS", "words", "encode", "context_target_table", "forward_logits", "prefix_logits", "train_tiny_lm", "next_token_loss",
-           "train_word_model", "position_table", "format_position_table",
-           "supervision_density", "plot_label_shift", "check_shift", "check_causal_lm_loss"]
+__all__ = ["TOKENIZER", "WORDS", "WORD_CORPUS", "PAD", "EOS", "BOS", "UNK", "words", "encode",
+           "context_target_table", "forward_logits", "prefix_logits", "train_tiny_lm",
+           "next_token_loss", "train_word_model", "position_table", "format_position_table",
+           "supervision_density", "check_shift", "check_causal_lm_loss"]
 
-WORDS = ("<pad>", "<bos>", "<eos>", "<unk>", "the", "a", "cat", "dog", "bird", "sat", "ran",
-         "ate", "slept", "on", "in", "to", "under", "mat", "rug", "park", "fish", "tree", "box")
-_ID = {w: i for i, w in enumerate(WORDS)}
-PAD, BOS, EOS, UNK = 0, 1, 2, 3
+TOKENIZER = WordTokenizer(("<unk>", "the", "a", "cat", "dog", "bird", "sat", "ran", "ate", "slept",
+                           "on", "in", "to", "under", "mat", "rug", "park", "fish", "tree", "box"),
+                          bos=True, unk="<unk>", specials=("<pad>", "<eos>", "<bos>"))
+WORDS = TOKENIZER.VOCAB                 # <pad> 0, <eos> 1, <bos> 2 (the toys' convention), <unk> 3
+_ID = TOKENIZER.stoi
+UNK = _ID["<unk>"]
 WORD_CORPUS = ("the cat sat on the mat", "the dog sat on the rug", "the cat ate the fish",
                "a dog ran to the park", "the bird sat in the tree", "a cat slept in the box",
                "the dog slept under the tree", "a bird ate the fish", "the cat ran to the mat",
@@ -57,14 +60,7 @@ def context_target_table(tokens) -> list[tuple[str, str]]:
 def forward_logits(model: GPT, input_ids: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
     """Logits (N, L, V) of ``model``; with ``causal=False`` every position may attend to every
     other one (including the future): the same weights and blocks, only the mask differs."""
-    if causal:
-        return model(input_ids)
-    L = input_ids.shape[1]
-    x = model.drop(model.wte(input_ids) + model.wpe(torch.arange(L)[None]))   # (N, L, D)
-    everything = torch.ones(L, L, dtype=torch.bool)
-    for block in model.blocks:
-        x = block(x, everything)
-    return model.lm_head(model.ln_f(x))
+    return model(input_ids) if causal else forward_without_causal_mask(model, input_ids)
 
 
 def prefix_logits(model: GPT, input_ids: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
@@ -87,21 +83,12 @@ def train_tiny_lm(*, shift: bool = True, causal: bool = True, vocab_size: int = 
     """Train a 1-layer GPT on uniformly random tokens, fresh each step. Nothing is predictable,
     so an honest model stays at ln V; a training loss near 0 means it cheats. Returns
     ``(model, losses)``."""
-    torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
-    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=length, n_layer=1, n_head=2,
-                          n_embd=32))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
-    with cpu_threads(1):
-        for _ in range(steps):
-            ids = torch.randint(vocab_size, (batch, length), generator=gen)
-            loss = next_token_loss(forward_logits(model, ids, causal=causal), ids, shift=shift)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
-    return model.eval(), losses
+    model = toy_gpt(vocab_size, block_size=length, n_embd=32, seed=seed)
+    losses = fit(model, lambda step: torch.randint(vocab_size, (batch, length), generator=gen),
+                 steps=steps, lr=lr, loss_fn=lambda m, ids: next_token_loss(
+                     forward_logits(m, ids, causal=causal), ids, shift=shift))
+    return model, losses
 
 
 def train_word_model(steps: int = 150, seed: int = 0) -> GPT:
@@ -112,16 +99,9 @@ def train_word_model(steps: int = 150, seed: int = 0) -> GPT:
     for i, r in enumerate(rows):
         ids[i, : len(r)] = r
     labels = labels_from_attention_mask(ids, (ids != PAD).long())
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=len(WORDS), block_size=32, n_layer=1, n_head=2, n_embd=32))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    with cpu_threads(1):
-        for _ in range(steps):
-            loss = causal_lm_loss(model(ids), labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return model.eval()
+    model = toy_gpt(len(WORDS), block_size=32, n_embd=32, seed=seed)
+    fit(model, lambda step: (ids, labels), steps=steps, lr=1e-2)
+    return model
 
 
 @torch.no_grad()
@@ -173,28 +153,3 @@ def supervision_density(length: int, mask_rate: float = 0.15, *, bos: bool = Fal
             "ratio": clm / (mask_rate * length)}
 
 
-def plot_label_shift(tokens=None):
-    """Inputs on the top row, targets on the bottom row, each input pointing at its target."""
-    tokens = list(tokens) if tokens is not None else words("The cat sat on the mat", bos=True)
-    L = len(tokens)
-    fig, ax = new_figure(width=max(5.0, 1.1 * L), height=2.6)
-    box = dict(boxstyle="round,pad=0.3", ec="none")
-    for t, tok in enumerate(tokens):
-        inp = t < L - 1
-        ax.text(t, 1, tok, ha="center", va="center", color="white",
-                bbox={**box, "fc": COLORS["input"] if inp else COLORS["ignored"]})
-        if t >= 1:
-            ax.text(t, 0, tok, ha="center", va="center", color="white",
-                    bbox={**box, "fc": COLORS["target"]})
-            ax.annotate("", xy=(t - 0.15, 0.2), xytext=(t - 1, 0.8),
-                        arrowprops=dict(arrowstyle="->", color="0.3"))
-    ax.text(-0.9, 1, "input", ha="right", va="center")
-    ax.text(-0.9, 0, "target", ha="right", va="center")
-    ax.set_xlim(-2.2, L - 0.4)
-    ax.set_ylim(-0.5, 1.5)
-    ax.axis("off")
-    ax.set_title(f"{L} tokens give {L - 1} (input -> next token) pairs; the last input is unused")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)      # shown once: the notebook displays the returned Figure
-    return fig

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 
 from lmcore import causal_lm_loss  # noqa: E402
 from lmcore.course import sequence as sq  # noqa: E402
+from lmcore.course import sequence_views as sqv  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 
 
@@ -124,9 +125,9 @@ def test_supervision_density():
 
 
 def test_plot_label_shift_returns_a_figure():
-    fig = sq.plot_label_shift()
+    fig = sqv.plot_label_shift()
     assert isinstance(fig, matplotlib.figure.Figure) and "6 (input" in fig.axes[0].get_title()
-    assert "3 (input" in sq.plot_label_shift(["a", "b", "c", "d"]).axes[0].get_title()
+    assert "3 (input" in sqv.plot_label_shift(["a", "b", "c", "d"]).axes[0].get_title()
 
 
 def _my_shift(logits, labels):
