@@ -1,7 +1,7 @@
 """Notebook 04 (the initial-loss anchor): the ln V table, the first loss of a fresh GPT measured
 against ln V + sigma^2/2 (sigma: the spread of the logits), a standard gain-1 init and what
 lmcore's small final-LayerNorm gain changes, the widget's figure, a training run with a label
-leak, and the exercise checkers.
+leak, and the exercise checkers. The widget's figure is in :mod:`lmcore.course.anchor_views`.
 """
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ import torch.nn.functional as F
 
 from .._validate import require_float, require_tensor
 from ..loss import causal_lm_loss
-from ..model import GPT, GPTConfig
 from ..perplexity import nats_to_bits
-from .checks import Case, check
 from ..train.devices import cpu_threads
-from .style import COLORS, new_figure
+from .checks import Case, check
+from .toys import toy_gpt
 from .anchor_leak import check_get_batch, get_batch_leaky, get_batch_reference, pipeline_run
 
 __all__ = ["WELL_KNOWN_VOCABS", "anchor_table", "first_loss", "iid_logit_loss", "predict_first_loss",
            "logit_sigma", "expected_first_loss", "predict_from_logits", "head_first_loss",
-           "mean_exp_normal", "plot_first_loss", "get_batch_leaky", "get_batch_reference",
+           "mean_exp_normal", "get_batch_leaky", "get_batch_reference",
            "pipeline_run", "check_predict_from_logits",
            "check_get_batch"]
 
@@ -89,10 +88,9 @@ def first_loss(vocab_size: int, *, init_std: float = 0.02, n_embd: int = 16, n_l
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
         raise ValueError(f"vocab_size must be an int >= 2; got {vocab_size!r}.")
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=length, n_layer=n_layer,
-                          n_head=max(1, n_embd // 64) if n_embd % 64 == 0 else 2,
-                          n_embd=n_embd, init_std=init_std))
+    model = toy_gpt(vocab_size, block_size=length, n_layer=n_layer, n_embd=n_embd,
+                    n_head=max(1, n_embd // 64) if n_embd % 64 == 0 else 2, init_std=init_std,
+                    seed=seed)
     if final_gain is not None:
         torch.nn.init.constant_(model.ln_f.weight, float(final_gain))
     if not tied:
@@ -142,41 +140,6 @@ def iid_logit_loss(vocab_size: int, sigma: float, *, rows: int = 16, seed: int =
     g = torch.Generator().manual_seed(seed)
     z = torch.randn(rows, vocab_size, generator=g, dtype=torch.float64) * sigma
     return float((torch.logsumexp(z, dim=-1) - z.mean(dim=-1)).mean())
-
-
-def plot_first_loss(vocab_size: int = 50_257, init_std: float = 0.02, *, n_embd: int = 16):
-    """Left: ln V against V with a fresh GPT's first loss marked. Right: loss against the logit
-    std sigma at that V: the ln V + sigma^2/2 prediction, i.i.d. logits, and the GPT."""
-    m = first_loss(vocab_size, init_std=init_std, n_embd=n_embd)
-    fig, (ax1, ax2) = new_figure(1, 2, width=10.5, height=3.8)
-    vs = torch.logspace(0.3, 5.4, 60, dtype=torch.float64)
-    ax1.plot(vs, vs.log(), color=COLORS["anchor"], label="ln V (uniform guess)")
-    ax1.plot(vs, vs.log() + m["sigma"] ** 2 / 2, "--", color=COLORS["target"],
-             label=f"ln V + σ²/2 (σ = {m['sigma']:.2f})")
-    known = list(WELL_KNOWN_VOCABS.values())
-    ax1.plot(known, [math.log(v) for v in known], "|", color=COLORS["anchor"], ms=12,
-             label="V = 5, 32,000, 50,257, 128,256")
-    ax1.plot([vocab_size], [m["loss"]], "o", color=COLORS["wrong"], ms=8,
-             label=f"fresh GPT: {m['loss']:.2f} nats")
-    ax1.set_xscale("log")
-    ax1.set(xlabel="vocabulary size V (log scale)", ylabel="first loss (nats)",
-            title=f"V = {vocab_size:,}: ln V = {m['ln_v']:.2f}")
-    ax1.legend(loc="upper left", fontsize=8)
-    sig = torch.linspace(0, max(3.0, 1.2 * m["sigma"]), 40, dtype=torch.float64)
-    ax2.plot(sig, math.log(vocab_size) + sig ** 2 / 2, "--", color=COLORS["target"],
-             label="ln V + σ²/2")
-    pts = [0.5 * k for k in range(int(2 * float(sig[-1])) + 1)]
-    ax2.plot(pts, [iid_logit_loss(vocab_size, s, rows=4) for s in pts], "s",
-             color=COLORS["input"], label="i.i.d. normal logits")
-    ax2.plot([m["sigma"]], [m["loss"]], "o", color=COLORS["wrong"], ms=8, label="fresh GPT")
-    ax2.axhline(math.log(vocab_size), color=COLORS["anchor"], lw=1, label="ln V")
-    ax2.set(xlabel="std σ of the logits", ylabel="loss (nats)",
-            title=f"init_std = {init_std:g}: σ = {m['sigma']:.2f}")
-    ax2.legend(loc="upper left", fontsize=8)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)      # shown once: the notebook displays the returned Figure
-    return fig
 
 
 def _logit_cases() -> list[Case]:

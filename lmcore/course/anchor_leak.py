@@ -6,9 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..model import GPT, GPTConfig
-from ..train.devices import cpu_threads
 from .checks import Case, check
+from .toys import fit, toy_gpt
 
 __all__ = ["get_batch_leaky", "get_batch_reference", "pipeline_run", "check_get_batch"]
 
@@ -34,21 +33,13 @@ def pipeline_run(get_batch, *, vocab_size: int = 65, steps: int = 20, block_size
     losses[0] is the first loss. Random tokens: an honest pipeline cannot go below ln V."""
     g = torch.Generator().manual_seed(seed)
     data = torch.randint(vocab_size, (20_000,), generator=g)
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2,
-                          n_embd=32))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    losses = []
-    with cpu_threads(1):
-        for _ in range(steps):
-            starts = torch.randint(len(data) - block_size - 1, (batch,), generator=g).tolist()
-            x, y = get_batch(data, starts, block_size)
-            loss = F.cross_entropy(model(x).reshape(-1, vocab_size), y.reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
-    return losses
+    model = toy_gpt(vocab_size, block_size=block_size, n_embd=32, seed=seed)
+
+    def next_batch(step):
+        starts = torch.randint(len(data) - block_size - 1, (batch,), generator=g).tolist()
+        return get_batch(data, starts, block_size)                       # (x, y), pre-shifted
+    return fit(model, next_batch, steps=steps, lr=1e-2,
+               loss_fn=lambda m, xy: F.cross_entropy(m(xy[0]).reshape(-1, vocab_size), xy[1].reshape(-1)))
 
 
 def check_get_batch(fn, quiet: bool = False) -> bool:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 
 from lmcore.course import anchor as an  # noqa: E402
+from lmcore.course import anchor_views as anv  # noqa: E402
 
 
 def test_anchor_table_reproduces_the_well_known_anchors():
@@ -69,7 +70,7 @@ def test_leaky_run_starts_below_ln_v_and_the_fixed_one_does_not():
 
 
 def test_plot_first_loss_returns_a_figure():
-    fig = an.plot_first_loss(1000, 0.05)
+    fig = anv.plot_first_loss(1000, 0.05)
     assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
     assert "1,000" in fig.axes[0].get_title()
 
