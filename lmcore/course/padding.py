@@ -1,5 +1,7 @@
 """Notebook 05 (padding and perplexity): the toy batch and GPT, the pad-id test, the three
-perplexities (the widget's state: :func:`compare_perplexities`), figures, exercise checkers."""
+perplexities (the widget's state: :func:`compare_perplexities`) and the exercise checkers. The
+figures are in :mod:`lmcore.course.padding_views`; gradient accumulation in
+:mod:`lmcore.course.padding_accumulation`."""
 from __future__ import annotations
 
 import math
@@ -8,22 +10,19 @@ import numpy as np
 import torch
 
 from ..loss import causal_lm_loss
-from ..model import GPT, GPTConfig
+from ..model import GPT
 from ..perplexity import PerplexityMeter
-from ..shift import (IGNORE_INDEX, labels_from_attention_mask, num_valid_targets,
-                     position_ids_from_attention_mask)
+from ..shift import IGNORE_INDEX, labels_from_attention_mask, num_valid_targets
+from ..shift import position_ids_from_attention_mask  # noqa: F401 - re-exported until debugging imports lmcore.shift
 from .checks import Case, check
-from .style import COLORS, draw_grid, new_figure
+from .toys import BOS, EOS, PAD, forward_with_mask, toy_gpt, toy_vocab
 
-__all__ = ["TOKENS", "PAD", "BOS", "EOS", "example_batch", "plot_padding_masks",
-           "position_ids_from_attention_mask", "forward_with_mask", "real_logit_shift", "tiny_gpt",
-           "pad_id_effect", "context_logits", "ragged_batches", "three_perplexities",
-           "compare_perplexities", "plot_perplexities", "accumulation_batch",
-           "flat_grad", "rank_gradients", "check_labels_from_attention_mask",
-           "check_token_weighted_perplexity", "check_accumulation"]
+__all__ = ["TOKENS", "PAD", "BOS", "EOS", "example_batch", "right_padded", "toy_model",
+           "forward_with_mask", "real_logit_shift", "pad_id_effect", "context_logits",
+           "ragged_batches", "three_perplexities", "compare_perplexities",
+           "check_labels_from_attention_mask", "check_token_weighted_perplexity"]
 
-TOKENS = ["PAD", "BOS", "EOS", "deep", "nets", "learn", "fast", "cats", "sit", "on", "warm", "mats"]
-PAD, BOS, EOS = 0, 1, 2
+TOKENS = toy_vocab(["deep", "nets", "learn", "fast", "cats", "sit", "on", "warm", "mats"], bos=True)
 
 
 def example_batch(pad_id: int = PAD, eos_id: int = EOS, *, left: bool = False):
@@ -38,60 +37,24 @@ def example_batch(pad_id: int = PAD, eos_id: int = EOS, *, left: bool = False):
     return torch.tensor([pad(r, pad_id) for r in rows]), torch.tensor([pad([1] * len(r), 0) for r in rows])
 
 
-def _right_padded(ids: torch.Tensor, lengths: torch.Tensor):
+def right_padded(ids: torch.Tensor, lengths: torch.Tensor):
     """``ids`` (N, L) with PAD after each row's length, and ``labels_from_attention_mask``."""
     mask = (torch.arange(ids.shape[1])[None] < lengths[:, None]).long()
     ids = torch.where(mask == 1, ids, PAD)
     return ids, labels_from_attention_mask(ids, mask)
 
 
-def plot_padding_masks(input_ids=None, attention_mask=None, *, pad_id: int = PAD,
-                       eos_id: int = EOS, names=TOKENS):
-    """Three grids for one padded batch: the inputs, what attention reads (the attention mask)
-    and what the loss scores (the target each position predicts; -100 in grey)."""
-    if input_ids is None:
-        input_ids, attention_mask = example_batch(pad_id, eos_id)
-    labels = labels_from_attention_mask(input_ids, attention_mask)
-    N, L = input_ids.shape
-    fig, axes = new_figure(3, 1, width=6.4, height=1.2 + 1.1 * N * 3 / 2)
-
-    ids, m = input_ids.tolist(), attention_mask.tolist()
-    role = [[COLORS["pad"] if not k else COLORS["eos"] if i == eos_id else COLORS["input"]
-             for i, k in zip(a, b)] for a, b in zip(ids, m)]
-    draw_grid(axes[0], role,
-              [[names[i] for i in a] for a in ids], "input_ids (grey = PAD, purple = EOS)")
-    draw_grid(axes[1], [[COLORS["correct"] if k else COLORS["pad"] for k in b] for b in m],
-              [[str(k) for k in b] for b in m], "attention_mask: what the model may read")
-    tgt = labels[:, 1:].tolist()
-    draw_grid(axes[2], [[COLORS["target"] if y != IGNORE_INDEX else COLORS["ignored"] for y in r]
-                        + [COLORS["pad"]] for r in tgt],
-              [[names[y] if y != IGNORE_INDEX else "-100" for y in r] + ["—"] for r in tgt],
-              f"target predicted at each position: {num_valid_targets(labels)} scored, grey = -100")
-    axes[2].set_xlabel("position t (its target is token t+1)")
-    return fig
-
-
-def tiny_gpt(seed: int = 0, vocab_size: int = len(TOKENS), block_size: int = 16) -> GPT:
-    """A seeded 1-layer GPT in float64, eval mode: its rounding error sits far below the 3 decimals
-    the notebook prints (checked under ATEN_CPU_CAPABILITY=default and avx2)."""
-    torch.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2,
-                         n_embd=16, dropout=0.0, init_std=0.5)).double().eval()
-
-
-def forward_with_mask(model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      *, reset_positions: bool = True) -> torch.Tensor:
-    """The GPT called with an attention mask: padding is its own "document" (-1), so real tokens
-    cannot read it, and positions restart after left padding (unless ``reset_positions=False``)."""
-    doc = torch.where(attention_mask == 1, 0, -1)
-    pos = position_ids_from_attention_mask(attention_mask) if reset_positions else None
-    return model(input_ids, document_ids=doc, position_ids=pos)
+def toy_model(seed: int = 0) -> GPT:
+    """The notebook's seeded 1-layer GPT (:func:`lmcore.course.toys.toy_gpt`, init_std 0.5) in
+    float64, eval mode: its rounding error sits far below the 3 decimals the notebook prints
+    (checked under ATEN_CPU_CAPABILITY=default and avx2)."""
+    return toy_gpt(len(TOKENS), init_std=0.5, dtype=torch.float64, seed=seed)
 
 
 def real_logit_shift(*, reset_positions: bool, seed: int = 0) -> float:
     """max |Δ logits| of the real tokens of the left-padded example batch against the same rows
     run one by one without padding (both masks used)."""
-    model = tiny_gpt(seed)
+    model = toy_model(seed)
     ids, mask = example_batch(left=True)
     with torch.no_grad():
         out = forward_with_mask(model, ids, mask, reset_positions=reset_positions)
@@ -107,7 +70,7 @@ def pad_id_effect(use_attention_mask: bool, use_loss_mask: bool, *, strict: bool
     real tokens cannot read it). The loss mask is labels_from_attention_mask, plus (``strict``)
     -100 on the first real token, which left padding makes the target of a pad position.
     """
-    model, losses = tiny_gpt(seed), []
+    model, losses = toy_model(seed), []
     for pad_id in (PAD, new_pad_id):
         ids, mask = example_batch(pad_id, left=True)
         doc = torch.where(mask == 1, 0, -1) if use_attention_mask else None
@@ -142,7 +105,7 @@ def ragged_batches(shortest: int = 4, longest: int = 32, *, n_batches: int = 6, 
     out = []
     for b, target in enumerate(np.linspace(longest, shortest, n_batches).round().astype(int)):
         lens = torch.randint(max(2, int(target) - 2), int(target) + 1, (rows,), generator=g)
-        ids, labels = _right_padded(torch.randint(3, vocab_size, (rows, longest), generator=g), lens)
+        ids, labels = right_padded(torch.randint(3, vocab_size, (rows, longest), generator=g), lens)
         out.append((context_logits(ids, vocab_size, seed=seed * 1000 + b), labels))
     return out
 
@@ -166,24 +129,6 @@ def compare_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int
     real = sum(int((lab != IGNORE_INDEX).sum()) for _, lab in batches)
     return {**three_perplexities(batches),
             "padding_fraction": 1 - real / sum(lab.numel() for _, lab in batches)}
-
-
-_KINDS = [("token_weighted", "token-weighted\nexp(ΣNLL / Σtokens)", "correct"),
-          ("mean_of_batch_means", "exp(mean of\nbatch means)", "target"),
-          ("mean_of_batch_perplexities", "mean of batch\nperplexities", "wrong")]
-
-
-def plot_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int = 6, seed: int = 0):
-    """Bars of the three ways to average perplexity over ragged batches."""
-    r = compare_perplexities(shortest, longest, n_batches=n_batches, seed=seed)
-    fig, ax = new_figure(width=6.0, height=3.4)
-    bars = ax.bar([k[1] for k in _KINDS], [r[k[0]] for k in _KINDS],
-                  color=[COLORS[k[2]] for k in _KINDS])
-    ax.bar_label(bars, labels=[f"{r[k[0]]:.2f}" for k in _KINDS], padding=2)
-    ax.set_ylabel("perplexity")
-    ax.set_ylim(0, 1.15 * max(r[k[0]] for k in _KINDS))
-    ax.set_title(f"Batch lengths {longest} down to ~{shortest}: {r['padding_fraction']:.0%} padding")
-    return fig
 
 
 # ---------------------------------------------------------------- exercise checkers
@@ -216,7 +161,7 @@ def _ragged_cases(seed: int, n_batches: int):
     g, out = torch.Generator().manual_seed(seed), []
     for b in range(n_batches):
         N, L = int(torch.randint(1, 4, (1,), generator=g)), int(torch.randint(3, 9, (1,), generator=g))
-        _, labels = _right_padded(torch.randint(0, 7, (N, L), generator=g),
+        _, labels = right_padded(torch.randint(0, 7, (N, L), generator=g),
                                   torch.randint(2, L + 1, (N,), generator=g))
         out.append(((0.5 + 2.0 * b) * torch.randn(N, L, 7, generator=g), labels))
     return out
@@ -230,7 +175,3 @@ def check_token_weighted_perplexity(fn) -> bool:
     return check("token_weighted_perplexity", fn, _naive_perplexity, cases, rtol=1e-5, hint=
                  "sum the NLL of every valid target (reduction='sum') and count them "
                  "(num_valid_targets) over all batches; divide once at the end, then exp.")
-
-
-# Gradient accumulation, and its cross-rank version, live in accumulation; re-exported here.
-from .accumulation import accumulation_batch, check_accumulation, flat_grad, rank_gradients  # noqa: E402,F401

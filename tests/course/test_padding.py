@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore import IGNORE_INDEX, causal_lm_loss, num_valid_targets  # noqa: E402
 from lmcore.course import padding as P  # noqa: E402
+from lmcore.course import padding_accumulation as PA  # noqa: E402
+from lmcore.course import padding_views as PV  # noqa: E402
 
 
 def naive_batch_nll(logits, labels):
@@ -68,31 +70,16 @@ def test_perplexities_agree_without_raggedness_and_diverge_with_it():
 
 
 def test_accumulation_with_num_items_matches_autograd_and_per_micro_mean_does_not():
-    ids, labels = P.accumulation_batch(0, rows=4)
-    full = P.tiny_gpt(0)
+    ids, labels = PA.accumulation_batch(0, rows=4)
+    full = P.toy_model(0)
     causal_lm_loss(full(ids), labels).backward()
     total = num_valid_targets(labels)
-    fixed, naive = P.tiny_gpt(0), P.tiny_gpt(0)
+    fixed, naive = P.toy_model(0), P.toy_model(0)
     for i, lab in zip(ids.split(2), labels.split(2)):
         causal_lm_loss(fixed(i), lab, num_items=total).backward()
         (causal_lm_loss(naive(i), lab) / 2).backward()
-    assert (P.flat_grad(fixed) - P.flat_grad(full)).abs().max() < 1e-12
-    assert (P.flat_grad(naive) - P.flat_grad(full)).abs().max() > 1e-3
-
-
-def test_position_ids_from_attention_mask_against_a_naive_loop():
-    g = torch.Generator().manual_seed(0)
-    for _ in range(5):
-        lengths = torch.randint(0, 8, (4,), generator=g)
-        mask = (torch.arange(7)[None] >= 7 - lengths[:, None]).long()      # left padding
-        naive = torch.zeros(4, 7, dtype=torch.long)
-        for n in range(4):
-            k = 0
-            for t in range(7):
-                if mask[n, t]:
-                    naive[n, t], k = k, k + 1
-        assert torch.equal(P.position_ids_from_attention_mask(mask), naive)
-        assert torch.equal(P.position_ids_from_attention_mask(mask.bool()), naive)
+    assert (PA.flat_grad(fixed) - PA.flat_grad(full)).abs().max() < 1e-12
+    assert (PA.flat_grad(naive) - PA.flat_grad(full)).abs().max() > 1e-3
 
 
 def test_left_padding_moves_real_logits_unless_positions_come_from_the_mask():
@@ -102,20 +89,26 @@ def test_left_padding_moves_real_logits_unless_positions_come_from_the_mask():
 
 @pytest.mark.parametrize("seed, world", [(0, 2), (1, 3), (2, 2)])
 def test_rank_gradients_equal_the_single_process_batch_only_with_k_times_sum_over_global_count(seed, world):
-    r = P.rank_gradients(seed, world)
-    ids, labels = P.accumulation_batch(seed, rows=2 * world)
+    r = PA.rank_gradients(seed, world)
+    ids, labels = PA.accumulation_batch(seed, rows=2 * world)
     assert r["counts"] == [num_valid_targets(y) for y in labels.split(2)]
     assert r["global_count"] == num_valid_targets(labels)
     assert r["world_size * sum / global count"] < 1e-12
     assert r["local mean"] > 1e-3 and r["sum / global count"] > 1e-3
     # forgetting DDP's average leaves the gradient world times too small: the gap is (1 - 1/K) |g|
-    full = P.tiny_gpt(seed)
+    full = P.toy_model(seed)
     causal_lm_loss(full(ids), labels).backward()
-    assert r["sum / global count"] == pytest.approx((1 - 1 / world) * float(P.flat_grad(full).abs().max()), rel=1e-9)
+    assert r["sum / global count"] == pytest.approx((1 - 1 / world) * float(PA.flat_grad(full).abs().max()), rel=1e-9)
+
+
+def test_the_toy_vocabulary_follows_the_kit_convention():
+    assert (P.TOKENS[P.PAD], P.TOKENS[P.EOS], P.TOKENS[P.BOS]) == ("PAD", "EOS", "BOS")
+    assert (P.PAD, P.EOS, P.BOS) == (0, 1, 2) and len(P.TOKENS) == 12
+    assert not P.toy_model().training and P.toy_model().wte.weight.dtype == torch.float64
 
 
 def test_plots_return_figures():
-    for fig in (P.plot_padding_masks(), P.plot_perplexities(8)):
+    for fig in (PV.plot_padding_masks(), PV.plot_perplexities(8)):
         assert isinstance(fig, matplotlib.figure.Figure) and fig.axes[0].get_title()
         plt.close(fig)
 
@@ -169,8 +162,8 @@ def test_check_accumulation(capsys):
     def stub(model, micro):
         raise NotImplementedError
 
-    assert P.check_accumulation(fixed)
+    assert PA.check_accumulation(fixed)
     for fn in (per_micro_mean, undivided, rows_as_items):
-        assert not P.check_accumulation(fn)
-    assert not P.check_accumulation(stub)
+        assert not PA.check_accumulation(fn)
+    assert not PA.check_accumulation(stub)
     assert "not attempted yet" in capsys.readouterr().out

@@ -13,7 +13,7 @@ import torch
 from ..loss import causal_lm_loss
 from ..shift import num_valid_targets
 from .checks import Case, check
-from .padding import TOKENS, _right_padded, tiny_gpt
+from .padding import TOKENS, right_padded, toy_model
 
 __all__ = ["accumulation_batch", "flat_grad", "rank_gradients", "check_accumulation"]
 
@@ -24,7 +24,7 @@ def accumulation_batch(seed: int = 0, rows: int = 4, length: int = 12, vocab_siz
     g = torch.Generator().manual_seed(seed)
     long_, short = length - int(torch.randint(0, 2, (1,), generator=g)), 2 + int(torch.randint(0, 3, (1,), generator=g))
     lens = torch.tensor([long_] * (rows // 2) + [short] * (rows - rows // 2))
-    return _right_padded(torch.randint(3, vocab_size, (rows, length), generator=g), lens)
+    return right_padded(torch.randint(3, vocab_size, (rows, length), generator=g), lens)
 
 
 def flat_grad(model) -> torch.Tensor:
@@ -40,7 +40,7 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
     sum, and max |grad - full-batch grad| for three ways of taking each rank's loss:
     its own mean (the default), its sum / the global count, and world_size * sum / global count."""
     ids, labels = accumulation_batch(seed, rows=2 * world_size)
-    full = tiny_gpt(seed)
+    full = toy_model(seed)
     causal_lm_loss(full(ids), labels).backward()
     g_full = flat_grad(full)
     shards = list(zip(ids.split(2), labels.split(2)))
@@ -54,7 +54,7 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
     for name, loss_of in ways.items():
         grads = []
         for x, y in shards:                                 # one model copy per rank
-            model = tiny_gpt(seed)
+            model = toy_model(seed)
             loss_of(x, y, model).backward()
             grads.append(flat_grad(model))
         ddp = torch.stack(grads).mean(0)                    # DDP: all-reduce, divide by world_size
@@ -63,7 +63,7 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
 
 
 def _accumulation_grads(accumulate, seed: int, n_micro: int, full_batch: bool = False):
-    model = tiny_gpt(seed)
+    model = toy_model(seed)
     ids, labels = accumulation_batch(seed, rows=2 * n_micro)
     if full_batch:
         causal_lm_loss(model(ids), labels).backward()
