@@ -1,42 +1,44 @@
 """Notebook 06 (packing and boundaries): the four packing policies (and BOS per document), the
-leak measurement on a small seeded GPT, the figures, the widget and the exercise checkers; chat
-(answer-only) labels for one turn and many are in :mod:`lmcore.course.chat`.
+leak measurement on a small seeded GPT and the exercise checkers. The figure is in
+:mod:`lmcore.course.packing_views`; chat (answer-only) labels for one turn and many in
+:mod:`lmcore.course.packing_chat`.
 
-A policy is one of :data:`POLICIES`. :func:`pack_with_policy` builds its tensors,
-:func:`measure_leak` measures how far document B's logits move when document A changes, and
-:func:`plot_packing` draws both; the notebook's widget only wires a dropdown to them.
+A policy is one of :data:`POLICIES`. :func:`pack_with_policy` builds its tensors and
+:func:`measure_packing_leak` measures how far document B's logits move when document A changes;
+the notebook's widget only wires a dropdown to them and to the figure.
 """
 from __future__ import annotations
 
 import torch
 
-from ..model import GPT, GPTConfig
+from ..model import GPT
 from ..shift import (IGNORE_INDEX, document_causal_mask, labels_from_attention_mask,
                      mask_cross_document_targets, pack_documents)
 from .checks import Case, check
-from .style import COLORS, draw_grid, new_figure
+from .toys import BOS, EOS, PAD, WordTokenizer, toy_gpt
 
-__all__ = ["VOCAB", "PAD", "EOS", "USER", "ASSISTANT", "BOS", "DOCS", "POLICIES", "encode", "decode",
-           "pack_with_policy", "pack_with_bos", "leak_model", "measure_leak", "rotary_leak", "policy_leaks",
-           "plot_packing", "check_mask_cross_document_targets", "check_document_causal_mask"]
+__all__ = ["TOKENIZER", "VOCAB", "PAD", "EOS", "BOS", "USER", "ASSISTANT", "DOCS", "POLICIES",
+           "encode", "decode", "pack_with_policy", "pack_with_bos", "leak_model",
+           "measure_packing_leak", "rotary_leak", "policy_leaks",
+           "check_mask_cross_document_targets", "check_document_causal_mask"]
 
-VOCAB = ["PAD", "EOS", "<user>", "<assistant>", "+", "=", ".", *"0123456789", "the", "cat", "sat",
-         "on", "mat", "dogs", "run", "fast", "a", "bird", "sings", "BOS"]
-PAD, EOS, USER, ASSISTANT, BOS = 0, 1, 2, 3, 28
+TOKENIZER = WordTokenizer(["<user>", "<assistant>", "+", "=", ".", *"0123456789", "the", "cat", "sat",
+                           "on", "mat", "dogs", "run", "fast", "a", "bird", "sings"], bos=True)
+VOCAB = TOKENIZER.VOCAB                 # PAD 0, EOS 1, BOS 2 (the toys' convention), then the words
+USER, ASSISTANT = TOKENIZER.stoi["<user>"], TOKENIZER.stoi["<assistant>"]
 DOCS = ["the cat sat", "dogs run fast", "a bird sings"]
 POLICIES = {"no_eos": "no EOS", "eos": "EOS between documents",
             "eos_masked": "EOS + boundary targets masked",
             "block_diagonal": "+ block-diagonal attention, positions reset"}
-_DOC_COLORS = ["#4C72B0", "#64B5CD", "#55A868", "#CCB974"]
 
 
 def encode(text: str) -> list[int]:
     """Space-separated words of :data:`VOCAB` -> token ids."""
-    return [VOCAB.index(w) for w in text.split()]
+    return TOKENIZER.encode(text)
 
 
 def decode(ids) -> str:
-    return " ".join(VOCAB[int(i)] for i in ids)
+    return TOKENIZER.decode(ids)
 
 
 def _docs(documents):
@@ -75,16 +77,15 @@ def pack_with_policy(documents=None, block_size: int = 14, policy: str = "block_
 
 
 def leak_model(seed: int = 0) -> GPT:
-    """A seeded 2-layer GPT in float64, eval mode: a leak of 0 reads about 1e-16, far below
-    the 3 decimals the notebook prints (checked under ATEN_CPU_CAPABILITY=default and avx2)."""
-    torch.manual_seed(seed)
-    cfg = GPTConfig(vocab_size=len(VOCAB), block_size=32, n_layer=2, n_head=2, n_embd=32,
-                    dropout=0.0, init_std=0.2)
-    return GPT(cfg).double().eval()
+    """A seeded 2-layer GPT (:func:`lmcore.course.toys.toy_gpt`) in float64, eval mode: a leak
+    of 0 reads about 1e-16, far below the 3 decimals the notebook prints (checked under
+    ATEN_CPU_CAPABILITY=default and avx2)."""
+    return toy_gpt(len(VOCAB), block_size=32, n_layer=2, n_embd=32, init_std=0.2,
+                   dtype=torch.float64, seed=seed)
 
 
 @torch.no_grad()
-def measure_leak(model=None, *, eos: bool = True, block_diagonal: bool = False,
+def measure_packing_leak(model=None, *, eos: bool = True, block_diagonal: bool = False,
                  reset_positions: bool = False, a: str = "the cat sat on the mat",
                  a_changed: str = "a bird sings", b: str = "dogs run fast") -> float:
     """max |Δ logits| over document B's positions when document A (packed before B in the same
@@ -112,7 +113,7 @@ def _rotate(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def rotary_leak(*, block_diagonal: bool, a: str = "the cat sat on the mat",
                 a_changed: str = "a bird sings", b: str = "dogs run fast", seed: int = 0) -> float:
-    """The leak of :func:`measure_leak` for one seeded float64 attention layer with rotary
+    """The leak of :func:`measure_packing_leak` for one seeded float64 attention layer with rotary
     positions at the row's absolute indices (never reset): queries and keys are rotated by their
     position, so a score depends only on the distance between query and key."""
     g = torch.Generator().manual_seed(seed)
@@ -134,42 +135,11 @@ def rotary_leak(*, block_diagonal: bool, a: str = "the cat sat on the mat",
 def policy_leaks(model=None) -> dict:
     """The leak under each policy, plus the two halves of the last one on their own."""
     model = model if model is not None else leak_model()
-    eos = measure_leak(model)
-    return {"no_eos": measure_leak(model, eos=False), "eos": eos, "eos_masked": eos,
-            "block_diagonal": measure_leak(model, block_diagonal=True, reset_positions=True),
-            "positions_reset_only": measure_leak(model, reset_positions=True),
-            "block_diagonal_only": measure_leak(model, block_diagonal=True)}
-
-
-def plot_packing(policy: str = "block_diagonal", documents=None, block_size: int = 14,
-                 leak: float | None = None):
-    """One packed row under ``policy``: inputs, position ids and the target each position is
-    scored on (grey = -100, red = scored across a boundary), next to the attention mask."""
-    p = pack_with_policy(documents, block_size, policy)
-    ids, doc, pos = (p[k][0].tolist() for k in ("input_ids", "document_ids", "position_ids"))
-    lab, cross = p["labels"][0].tolist(), p["crossing"][0].tolist()
-    L = len(ids)
-    fig, (ax, ax2) = new_figure(1, 2, width=12.0, height=3.4, gridspec_kw={"width_ratios": [2.2, 1]})
-    in_col = [COLORS["pad"] if d < 0 else COLORS["eos"] if i == EOS else _DOC_COLORS[d % 4]
-              for i, d in zip(ids, doc)]
-    tg_col = [COLORS["ignored"] if y == IGNORE_INDEX else COLORS["wrong"] if c else COLORS["target"]
-              for y, c in zip(lab[1:], cross[1:])] + [COLORS["pad"]]
-    draw_grid(ax, [in_col, [COLORS["pad"]] * L, tg_col],
-              [[VOCAB[i] for i in ids], [str(q) for q in pos],
-               [VOCAB[y] if y != IGNORE_INDEX else "-100" for y in lab[1:]] + ["—"]],
-              f"{POLICIES[policy]}: " + ("red = a target that crosses a boundary"
-                                         if COLORS["wrong"] in tg_col else "no scored target crosses a boundary"),
-              row_names=["input", "position", "target"])
-    ax.set_xlabel("position t (its target is token t+1)")
-    ax2.imshow(p["attention"][0].numpy(), cmap="Blues", vmin=0, vmax=1.4)
-    ax2.set_xticks(range(0, L, 2))
-    ax2.set_yticks(range(0, L, 2))
-    ax2.set_xlabel("key j (read)")
-    ax2.set_ylabel("query i (reading)")
-    ax2.grid(False)
-    ax2.set_title("attention mask (blue = may read)" + ("" if leak is None else
-                  f"\nleak: max |Δ logits of B| = {leak:.3f}"), fontsize=10)
-    return fig
+    eos = measure_packing_leak(model)
+    return {"no_eos": measure_packing_leak(model, eos=False), "eos": eos, "eos_masked": eos,
+            "block_diagonal": measure_packing_leak(model, block_diagonal=True, reset_positions=True),
+            "positions_reset_only": measure_packing_leak(model, reset_positions=True),
+            "block_diagonal_only": measure_packing_leak(model, block_diagonal=True)}
 
 
 def pack_with_bos(documents=None, block_size: int = 14):

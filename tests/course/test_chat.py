@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lmcore import IGNORE_INDEX, causal_lm_loss
-from lmcore.course import chat as C
+from lmcore.course import packing_chat as C
 from lmcore.course import packing as K
 
 

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore import IGNORE_INDEX, causal_lm_loss  # noqa: E402
 from lmcore.course import packing as K  # noqa: E402
+from lmcore.course import packing_views as KV  # noqa: E402
 
 
 def test_pack_with_bos_scores_bos_to_first_word_and_drops_eos_to_bos():
@@ -21,7 +22,8 @@ def test_pack_with_bos_scores_bos_to_first_word_and_drops_eos_to_bos():
     ids, lab = p.input_ids.flatten().tolist(), p.labels.flatten().tolist()
     for t in range(1, len(stream)):                # naive: the label at a document's BOS is dropped
         assert lab[t] == (IGNORE_INDEX if stream[t] == "BOS" else ids[t]), t
-    assert K.VOCAB[K.BOS] == "BOS"
+    assert K.VOCAB[K.BOS] == "BOS" and (K.PAD, K.EOS, K.BOS) == (0, 1, 2)
+    assert K.VOCAB[K.USER] == "<user>" and K.VOCAB[K.ASSISTANT] == "<assistant>"
 
 
 def test_encode_decode_round_trip():
@@ -65,7 +67,7 @@ def test_leak_is_zero_only_with_block_diagonal_attention_and_position_reset():
     for name in ("no_eos", "eos", "eos_masked", "positions_reset_only", "block_diagonal_only"):
         assert leaks[name] > 1e-2, name
     with pytest.raises(ValueError, match="eos=True"):
-        K.measure_leak(eos=False, block_diagonal=True)
+        K.measure_packing_leak(eos=False, block_diagonal=True)
 
 
 def test_leak_measures_document_b_logits_directly():
@@ -81,7 +83,7 @@ def test_leak_measures_document_b_logits_directly():
 
 
 def test_plot_packing():
-    fig = K.plot_packing("eos", leak=0.5)
+    fig = KV.plot_packing("eos", leak=0.5)
     assert isinstance(fig, matplotlib.figure.Figure) and "0.500" in fig.axes[1].get_title()
     plt.close(fig)
 
