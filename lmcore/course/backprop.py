@@ -16,12 +16,11 @@ __all__ = ["head_grads", "head_grads_autograd", "check_head_grads"]
 
 
 def _inputs(H, W, y):
-    require_tensor("H", H, 3, "(N, T, D)")
-    require_float("H", H)
-    require_tensor("W", W, 2, "(V, D)")
-    require_float("W", W)
-    require_tensor("y", y, 2, "(N, T)")
-    require_int("y", y)
+    for name, t, ndim, shape, kind in (("H", H, 3, "(N, T, D)", require_float),
+                                       ("W", W, 2, "(V, D)", require_float),
+                                       ("y", y, 2, "(N, T)", require_int)):
+        require_tensor(name, t, ndim, shape)
+        kind(name, t)
     if H.shape[-1] != W.shape[1] or H.shape[:2] != y.shape:
         raise ValueError(f"H (N, T, D), W (V, D) and y (N, T) must agree; got H {tuple(H.shape)}, "
                          f"W {tuple(W.shape)}, y {tuple(y.shape)}.")
