@@ -4,6 +4,8 @@
 - :func:`single_mistake_effect`: the extra loss on real text after one wrong input character;
 - :func:`free_running_loss`: the loss, position by position, on the model's own continuation of
   real prompts, against the same model's loss on the real continuation (the baseline).
+
+Their plots: :mod:`lmcore.course.exposure_views`.
 """
 from __future__ import annotations
 
@@ -12,10 +14,8 @@ import torch
 
 from ..loss import causal_lm_loss
 from ..sample import generate
-from .style import COLORS, new_figure
 
-__all__ = ["single_mistake_effect", "plot_mistake_effect", "free_running_loss", "growth",
-           "plot_free_running"]
+__all__ = ["single_mistake_effect", "free_running_loss", "growth"]
 
 
 @torch.no_grad()
@@ -36,17 +36,6 @@ def single_mistake_effect(model, ids: torch.Tensor, position: int, *, seed: int 
     clean = causal_lm_loss(model(ids).float(), ids, reduction="none")        # (N, L-1)
     hurt = causal_lm_loss(model(bad).float(), ids, reduction="none")        # same real targets
     return (hurt - clean).mean(0).double().cpu().numpy()
-
-
-def plot_mistake_effect(extra, position: int):
-    """Bars of :func:`single_mistake_effect`'s extra loss against the target's position."""
-    fig, ax, x = *new_figure(width=7.0, height=3.0), np.arange(1, len(extra) + 1)  # t scores t+1
-    ax.bar(x, extra, color=[COLORS["wrong"] if t > position else COLORS["input"] for t in x])
-    ax.axvline(position, color=COLORS["ignored"], ls="--", label=f"wrong input at position {position}")
-    ax.set(xlabel="position of the target character", ylabel="extra loss (nats)",
-           title="One wrong input character: the cost on the real text after it")
-    ax.legend()
-    return fig
 
 
 @torch.no_grad()
@@ -83,14 +72,3 @@ def growth(curve, first: int = 8, last: int = 16) -> float:
     if curve.ndim != 1 or len(curve) < max(first, last):
         raise ValueError(f"curve must be 1-D with at least {max(first, last)} entries; got shape {curve.shape}.")
     return float(curve[-last:].mean() - curve[:first].mean())
-
-
-def plot_free_running(fr: dict, *, title: str = "Reading its own text vs reading real text"):
-    """Both curves of :func:`free_running_loss` against the number of tokens written so far."""
-    fig, ax = new_figure(width=7.0, height=3.2)
-    k = np.arange(1, len(fr["own"]) + 1)
-    ax.plot(k, fr["real"], color=COLORS["val"], label="real continuation (teacher forcing)")
-    ax.plot(k, fr["own"], color=COLORS["wrong"], label="its own continuation (free running)")
-    ax.set(xlabel="k: the k-th token after the prompt", ylabel="mean loss (nats)", title=title)
-    ax.legend()
-    return fig

@@ -15,7 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore.course import exposure as E  # noqa: E402
+from lmcore.course import exposure_views as EV  # noqa: E402
 from lmcore.course import training as T  # noqa: E402
+from lmcore.course import training_views as TV  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 from lmcore.data.tokenizers import CharTokenizer  # noqa: E402
 
@@ -75,7 +77,7 @@ def test_curve_phases_quarters():
 
 def test_plot_loss_curves_lines_and_phases():
     h = _history([4.6, 3.5, 3.0, 2.8, 2.7, 2.65])
-    fig = T.plot_loss_curves(h, math.log(103), 3.25, phases=T.curve_phases(h))
+    fig = TV.plot_loss_curves(h, math.log(103), 3.25, phases=T.curve_phases(h))
     ax = fig.axes[0]
     flat = [ln.get_ydata()[0] for ln in ax.lines if len(set(ln.get_ydata())) == 1]
     assert any(abs(y - math.log(103)) < 1e-12 for y in flat) and 3.25 in flat
@@ -142,13 +144,13 @@ def test_sampling_stays_within_the_trained_positions(tiny):
 def test_plots_and_widget(tiny):
     model, tok = tiny
     s = T.sampling_state(model, tok, "ab", top_k=3, n_new=5)
-    fig = T.plot_next_token_distribution(s, tok, k=8)
+    fig = TV.plot_next_token_distribution(s, tok, k=8)
     assert len(fig.axes[0].get_xticks()) == 8
     plt.close(fig)
-    fig = E.plot_mistake_effect(np.linspace(0, 1, 11), 4)
+    fig = EV.plot_mistake_effect(np.linspace(0, 1, 11), 4)
     assert len(fig.axes[0].patches) == 11
     plt.close(fig)
-    box = T.sampling_explorer(model, tok, "ab", n_new=5)
+    box = TV.sampling_explorer(model, tok, "ab", n_new=5)
     controls = box.children[0].children[0].children
     image, text = box.children[0].children[1], box.children[1]
     before = image.value
@@ -294,7 +296,7 @@ def test_growth_and_plot():
     assert E.growth(np.arange(20.0), first=4, last=4) == pytest.approx(16.0)
     with pytest.raises(ValueError, match="at least"):
         E.growth(np.zeros(5))
-    fig = E.plot_free_running({"own": np.ones(10), "real": np.zeros(10)})
+    fig = EV.plot_free_running({"own": np.ones(10), "real": np.zeros(10)})
     assert len(fig.axes[0].lines) == 2 and fig.axes[0].get_title()
     plt.close(fig)
 
