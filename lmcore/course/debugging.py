@@ -17,18 +17,18 @@ import torch.nn.functional as F
 
 from ..diagnose import run_checks
 from ..loss import causal_lm_loss
-from ..model import GPT, GPTConfig
-from ..train.devices import cpu_threads
+from ..model import GPT
 from ..shift import IGNORE_INDEX, labels_from_attention_mask, pack_documents
-from .padding import forward_with_mask, position_ids_from_attention_mask
+from ..train.devices import cpu_threads
+from .toys import EOS, PAD, fit, forward_with_mask, forward_without_causal_mask, toy_gpt
 from .verdict import below
 
 __all__ = ["PAD", "EOS", "V", "L", "STEPS", "ROWS", "Pipeline", "PIPELINES", "documents", "padded_batch",
-           "entropy_floor", "tiny_gpt", "noncausal_forward", "build", "train_pipeline", "loss_verdict",
-           "floor_comparison", "below_floor", "diagnose_pipeline", "weights_by_row", "measure_leak",
+           "entropy_floor", "pipeline_gpt", "build", "train_pipeline", "loss_verdict",
+           "floor_comparison", "below_floor", "diagnose_pipeline", "weights_by_row", "packed_leak",
            "eos_targets", "p_stop", "worse_than_guessing", "loss_correct"]
 
-PAD, EOS, V, L, STEPS, ROWS = 0, 1, 16, 16, 60, 16
+V, L, STEPS, ROWS = 16, 16, 60, 16            # PAD 0 and EOS 1: the kit's convention (toys)
 
 
 def documents(n: int, seed: int) -> list:
@@ -59,21 +59,9 @@ def padded_batch(docs, *, eos_id: int = EOS, pad_id: int = PAD):
     return ids, mask
 
 
-def tiny_gpt(seed: int = 0) -> GPT:
-    torch.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=V, block_size=L, n_layer=1, n_head=2, n_embd=32))
-
-
-def noncausal_forward(model: GPT, input_ids: torch.Tensor, attention_mask=None) -> torch.Tensor:
-    """The GPT's own layers with the causal mask removed: every position attends to every real
-    token of its row, earlier or later (padding stays unread, positions restart after it)."""
-    N, T = input_ids.shape
-    mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
-    x = model.wte(input_ids) + model.wpe(position_ids_from_attention_mask(mask))
-    keys = (mask[:, None, None, :] == 1).expand(N, 1, T, T)
-    for block in model.blocks:
-        x = block(x, keys)
-    return model.lm_head(model.ln_f(x))
+def pipeline_gpt(seed: int = 0) -> GPT:
+    """The GPT every pipeline trains: one layer, two heads, 32 wide, V = L = 16, seeded."""
+    return toy_gpt(V, block_size=L, n_layer=1, n_head=2, n_embd=32, seed=seed)
 
 
 # --------------------------------------------------------------- the losses, right and wrong
@@ -167,9 +155,9 @@ def _batch(kind: str, step: int):
 def build(key: str, seed: int = 0):
     """``(model, forward, loss_fn)`` for pipeline ``key``, with a freshly initialised tiny GPT."""
     p = PIPELINES[key]
-    model = tiny_gpt(seed)
+    model = pipeline_gpt(seed)
     forward = {"masked": lambda ids, mask: forward_with_mask(model, ids, mask),
-               "future": lambda ids, mask: noncausal_forward(model, ids, mask),
+               "future": lambda ids, mask: forward_without_causal_mask(model, ids, mask),
                "plain": lambda ids, mask: model(ids),
                "no_reset": lambda ids, mask: forward_with_mask(model, ids, mask, reset_positions=False)}[p.call]
     return model, forward, p.loss_fn
@@ -187,25 +175,18 @@ def _honest_loss(forward, ids, mask) -> float:
 def train_pipeline(key: str, steps: int = STEPS, lr: float = 1e-2, seed: int = 0):
     """Train pipeline ``key``: ``(model, losses, honest)`` where ``losses`` is what the pipeline
     reports at each step and ``honest`` is [(step, next-token loss on held-out documents)]."""
-    with cpu_threads(1):
-        return _train(PIPELINES[key], steps, lr, seed)
-
-
-def _train(p, steps, lr, seed):
-    model, forward, loss_fn = build(p.key, seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model, forward, loss_fn = build(key, seed)
     held_out = padded_batch(documents(ROWS, seed=99))
-    losses, honest = [], []
-    for step in range(steps):
+    honest = []
+
+    def evaluate(step, _model):
         if step % 10 == 0:
             honest.append((step, _honest_loss(forward, *held_out)))
-        ids, mask = _batch(p.batch, step)
-        loss = loss_fn(forward(ids, mask), ids, mask)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    honest.append((steps, _honest_loss(forward, *held_out)))
+
+    with cpu_threads(1):
+        losses = fit(model, lambda step: _batch(PIPELINES[key].batch, step), steps=steps, lr=lr,
+                     loss_fn=lambda _model, batch: loss_fn(forward(*batch), *batch), on_step=evaluate)
+        honest.append((steps, _honest_loss(forward, *held_out)))
     return model, tuple(losses), tuple(honest)
 
 
@@ -247,5 +228,5 @@ def diagnose_pipeline(key: str, seed: int = 0):
 
 
 # The measurements for the bugs run_checks cannot see live in debugging_measure; re-exported here.
-from .debugging_measure import (eos_targets, measure_leak, p_stop, weights_by_row,  # noqa: E402
+from .debugging_measure import (eos_targets, p_stop, packed_leak, weights_by_row,  # noqa: E402
                                 worse_than_guessing)

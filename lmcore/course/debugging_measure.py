@@ -9,10 +9,11 @@ import torch
 
 from ..diagnose import ragged_batch, token_weights
 from ..shift import pack_documents
-from .debugging import EOS, L, PAD, PIPELINES, V, _batch, train_pipeline
+from .debugging import L, PIPELINES, V, _batch, train_pipeline
+from .toys import EOS, PAD
 from .verdict import above
 
-__all__ = ["weights_by_row", "measure_leak", "eos_targets", "p_stop", "worse_than_guessing"]
+__all__ = ["weights_by_row", "packed_leak", "eos_targets", "p_stop", "worse_than_guessing"]
 
 
 def weights_by_row(key: str) -> list:
@@ -24,7 +25,7 @@ def weights_by_row(key: str) -> list:
             for r, m in zip(w, mask)]
 
 
-def measure_leak(key: str = "packed_causal") -> dict:
+def packed_leak(key: str = "packed_causal") -> dict:
     """How far document B's logits move when document A (before it in the row) changes, with
     the trained weights under a plain causal mask and under the document mask."""
     model = train_pipeline(key)[0]

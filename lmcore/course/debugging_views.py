@@ -13,10 +13,10 @@ from ..diagnose import CHECK_NAMES, run_checks
 from ..train.devices import cpu_threads
 from ..shift import IGNORE_INDEX
 from .checks import Case, check, check_choices
-from .debugging import (EOS, L, PAD, PIPELINES, ROWS, V, diagnose_pipeline, documents,
-                        entropy_floor, loss_correct, loss_verdict, tiny_gpt, train_pipeline)
-from .padding import forward_with_mask, position_ids_from_attention_mask
+from .debugging import (L, PIPELINES, ROWS, V, diagnose_pipeline, documents, entropy_floor,
+                        loss_correct, loss_verdict, pipeline_gpt, train_pipeline)
 from .style import COLORS, new_figure
+from .toys import EOS, PAD, forward_with_mask, forward_without_causal_mask
 
 __all__ = ["plot_pipeline", "plot_signatures", "pipeline_explorer", "BUG_CHOICES",
            "mystery_pipelines", "mystery_report", "check_mystery", "check_loss_fn"]
@@ -110,14 +110,6 @@ def _mystery_loss_e(logits, ids, mask):                  # micro-batches of two 
                         for i in range(0, len(ids), 2)]).mean()
 
 
-def _padding_only_attention(model, ids, mask):          # the padding mask, the causal part forgotten
-    N, T = ids.shape
-    x = model.wte(ids) + model.wpe(position_ids_from_attention_mask(mask))
-    for block in model.blocks:
-        x = block(x, mask.bool()[:, None, None, :].expand(N, 1, T, T))
-    return model.lm_head(model.ln_f(x))
-
-
 _MYSTERY_ANSWERS = {"A": "eos_is_pad", "B": "sees_future", "C": "correct", "D": "double_shift",
                     "E": "batch_means", "F": "no_position_reset"}
 
@@ -125,11 +117,12 @@ _MYSTERY_ANSWERS = {"A": "eos_is_pad", "B": "sees_future", "C": "correct", "D": 
 def mystery_pipelines(seed: int = 0) -> dict:
     """Six pipelines ``{letter: (forward, loss_fn)}`` on one fresh tiny GPT, fed padded (never
     packed) batches; which bug does each have? Run them with :func:`mystery_report`."""
-    model = tiny_gpt(seed)
+    model = pipeline_gpt(seed)
     masked = lambda ids, mask: forward_with_mask(model, ids, mask)                 # noqa: E731
     pads_as_documents = lambda ids, mask: model(ids, document_ids=mask - 1)       # noqa: E731
-    return {"A": (masked, _mystery_loss_a),
-            "B": (lambda ids, mask: _padding_only_attention(model, ids, mask), loss_correct),
+    # B: the padding mask is applied, the causal part of the mask forgotten
+    padding_only = lambda ids, mask: forward_without_causal_mask(model, ids, mask)  # noqa: E731
+    return {"A": (masked, _mystery_loss_a), "B": (padding_only, loss_correct),
             "C": (masked, _mystery_loss_c), "D": (masked, _mystery_loss_d),
             "E": (masked, _mystery_loss_e), "F": (pads_as_documents, loss_correct)}
 
@@ -173,7 +166,7 @@ def check_loss_fn(fn) -> bool:
                hint="shift once (logits[:, :-1] vs ids[:, 1:]), set padded targets to -100, "
                     "pass raw logits, and average over valid targets only.")
     if ok:
-        model = tiny_gpt(0)
+        model = pipeline_gpt(0)
         with cpu_threads(1):
             report = run_checks(lambda ids, mask: forward_with_mask(model, ids, mask), fn,
                                 vocab_size=V, seq_len=L, pad_id=PAD, eos_id=EOS)

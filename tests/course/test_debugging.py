@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from lmcore.course import debugging as d
 from lmcore.course import debugging_views as views
+from lmcore.model import GPT, GPTConfig
 
 SIGNATURES = {"correct": (), "same_position": ("alignment", "perfect_logits", "last_unscored"),
               "double_shift": ("alignment", "perfect_logits", "all_scored", "eos_scored"),
@@ -36,18 +37,38 @@ def test_padded_batch():
     assert mask.sum(1).tolist() == [3, 4]
 
 
-def test_noncausal_forward_agrees_with_the_gpt_at_the_last_position_only():
-    model = d.tiny_gpt(0)
+def test_the_future_seeing_pipeline_agrees_with_the_gpt_at_the_last_position_only():
+    model, forward, _ = d.build("sees_future")
     ids = torch.randint(2, d.V, (2, 10), generator=torch.Generator().manual_seed(0))
+    ones = torch.ones_like(ids)
     with torch.no_grad():
-        a, b = model(ids), d.noncausal_forward(model, ids)
+        a, b = model(ids), forward(ids, ones)
         # padding stays unread: a right-padded row's real tokens see only the real tokens
         mask = torch.tensor([[1] * 10, [1] * 6 + [0] * 4])
-        c = d.noncausal_forward(model, ids, mask)
-        alone = d.noncausal_forward(model, ids[1:, :6])
+        c = forward(ids, mask)
+        alone = forward(ids[1:, :6], ones[1:, :6])
     assert torch.allclose(a[:, -1], b[:, -1], atol=1e-5)
     assert not torch.allclose(a[:, 0], b[:, 0], atol=1e-5)
     assert torch.allclose(c[1, :6], alone[0], atol=1e-5)
+
+
+def test_train_pipeline_is_a_plain_adam_loop_on_the_seeded_batches():
+    """Reference: the loop written out (torch.optim.Adam, one batch per step, seeds 1000 + step)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=d.V, block_size=d.L, n_layer=1, n_head=2, n_embd=32))
+    opt, losses = torch.optim.Adam(model.parameters(), lr=1e-2), []
+    labels = lambda ids, mask: ids.masked_fill(mask == 0, -100)[:, 1:]          # noqa: E731
+    with d.cpu_threads(1):
+        for step in range(d.STEPS):
+            ids, mask = d.padded_batch(d.documents(d.ROWS, seed=1000 + step))
+            doc, pos = torch.where(mask == 1, 0, -1), torch.where(mask == 1, mask.cumsum(-1) - 1, 0)
+            logits = model(ids, document_ids=doc, position_ids=pos)[:, :-1]
+            loss = F.cross_entropy(logits.reshape(-1, d.V), labels(ids, mask).reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    assert d.train_pipeline("correct")[1] == pytest.approx(losses, abs=1e-5)
 
 
 @pytest.mark.parametrize("key", list(d.PIPELINES))
@@ -70,7 +91,7 @@ def test_worse_than_guessing_only_for_the_copying_and_peeking_models(key, capsys
 
 
 def test_diagnosis_switches_the_model_to_eval_and_back():
-    model = d.tiny_gpt(0).train()
+    model = d.pipeline_gpt(0).train()
     report = d.run_checks(lambda i, m: d.forward_with_mask(model, i, m), d.loss_correct,
                           vocab_size=d.V, eos_id=d.EOS, model=model)
     assert report.passed and model.training
@@ -84,7 +105,7 @@ def test_weights_by_row_show_the_batch_means_bug_on_the_batch_run_checks_uses():
 
 
 def test_measurements_for_the_bugs_run_checks_cannot_see():
-    leak = d.measure_leak()
+    leak = d.packed_leak()
     assert leak["plain causal mask"] > 1e-3 and leak["document mask"] < 1e-5
     assert d.eos_targets("correct") == d.ROWS and d.eos_targets("eos_is_pad") == 0
     assert d.p_stop("correct") > 0.8 and d.p_stop("eos_is_pad") < 0.2
