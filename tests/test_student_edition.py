@@ -5,8 +5,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lmcore.course.nbtools import run_cells
-from lmcore.course.student import BEGIN, END, STUB, build_student_edition, strip_solutions
+from lmcore.course.build.nbtools import run_cells
+from lmcore.course.build.student import BEGIN, END, STUB, build_student_edition, strip_solutions
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 

@@ -2,7 +2,7 @@
 import matplotlib.image as mpimg
 import numpy as np
 
-from lmcore.course.figures import FIGURES, build_figures
+from lmcore.course.build.figures import FIGURES, build_figures
 
 
 def test_every_figure_is_a_real_image(tmp_path):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lmcore.course import nbpolicy
+from lmcore.course.build import nbpolicy
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 

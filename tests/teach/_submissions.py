@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from lmcore.course.student import STUB
+from lmcore.course.build.student import STUB
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -16,7 +16,7 @@ def release(course_dir, names, timeout=20) -> Path:
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    from lmcore.course.grade import ASSIGNMENT, nbgrader_config, prepare_course
+    from lmcore.course.build.grade import ASSIGNMENT, nbgrader_config, prepare_course
 
     shutil.rmtree(course_dir, ignore_errors=True)
     prepare_course(course_dir, names, NOTEBOOKS)

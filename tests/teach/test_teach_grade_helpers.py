@@ -3,9 +3,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from lmcore.course.grade import _copy_submission, grade_submissions
-from lmcore.course.grade_report import column as _column, explain as _explain, notes_for as _notes
-from lmcore.course.nbgrader_meta import stamp_notebook
+from lmcore.course.build.grade import _copy_submission, grade_submissions
+from lmcore.course.build.grade_report import column as _column, explain as _explain, notes_for as _notes
+from lmcore.course.build.nbgrader_meta import stamp_notebook
 
 SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
 

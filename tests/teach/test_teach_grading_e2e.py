@@ -2,7 +2,7 @@
 
 Notebooks 00 and 01 (three exercises: surprise, stable_softmax, nll_from_logits) are stamped,
 released with ``nbgrader generate_assignment`` and answered in seven ways (plus one unreadable file); every submission is
-graded once by :func:`lmcore.course.grade.grade_submissions` with a 20 s limit per cell.
+graded once by :func:`lmcore.course.build.grade.grade_submissions` with a 20 s limit per cell.
 """
 import csv
 
@@ -13,7 +13,7 @@ pytest.importorskip("nbgrader", reason="the teach extra is not installed (make t
 
 from _submissions import answer, edit_test_cell, reference_body, release  # noqa: E402
 
-from lmcore.course.grade import grade_submissions  # noqa: E402
+from lmcore.course.build.grade import grade_submissions  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

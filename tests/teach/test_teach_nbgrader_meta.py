@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from lmcore.course.nbgrader_meta import exercises, graded_cells, stamp_file, stamp_notebook
-from lmcore.course.nbtools import execute_notebook
-from lmcore.course.student import student_notebook
+from lmcore.course.build.nbgrader_meta import exercises, graded_cells, stamp_file, stamp_notebook
+from lmcore.course.build.nbtools import execute_notebook
+from lmcore.course.build.student import student_notebook
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 SOLUTION = "def double(x):\n    \"Twice x.\"\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"

@@ -1,6 +1,6 @@
 """The committed notebooks carry nbgrader's metadata, exactly as the stamping tool derives it.
 
-If this fails, stamp them: ``.venv/bin/python -m lmcore.course.nbgrader_meta notebooks/*.ipynb``
+If this fails, stamp them: ``.venv/bin/python -m lmcore.course.build.nbgrader_meta notebooks/*.ipynb``
 (then re-run nbval on the notebooks the tool split: it says "stamped").
 """
 import copy
@@ -9,10 +9,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lmcore.course.nbgrader_meta import exercises, stamp_notebook
+from lmcore.course.build.nbgrader_meta import exercises, stamp_notebook
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
-STAMP = ".venv/bin/python -m lmcore.course.nbgrader_meta notebooks/*.ipynb"
+STAMP = ".venv/bin/python -m lmcore.course.build.nbgrader_meta notebooks/*.ipynb"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -8,7 +8,7 @@ pytest.importorskip("nbgrader", reason="the teach extra is not installed (make t
 
 from _submissions import NOTEBOOKS, release  # noqa: E402
 
-from lmcore.course.student import student_notebook  # noqa: E402
+from lmcore.course.build.student import student_notebook  # noqa: E402
 
 NAMES = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
 

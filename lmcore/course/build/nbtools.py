@@ -1,7 +1,7 @@
 """Execute course notebooks in place, the way they are committed: top to bottom, in their own
 folder, with the current Python's kernel, widget state stripped (it is noise in diffs).
 
-Usage: ``python -m lmcore.course.nbtools notebooks/03_*.ipynb`` (or ``make notebooks NB=03_*``).
+Usage: ``python -m lmcore.course.build.nbtools notebooks/03_*.ipynb`` (or ``make notebooks NB=03_*``).
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def run_cells(nb, cwd, *, timeout: int = 600) -> list[dict]:
 if __name__ == "__main__":
     paths = sorted({p for arg in sys.argv[1:] for p in (Path().glob(arg) if "*" in arg else [Path(arg)])})
     if not paths:
-        sys.exit("usage: python -m lmcore.course.nbtools notebooks/NN_*.ipynb ...")
+        sys.exit("usage: python -m lmcore.course.build.nbtools notebooks/NN_*.ipynb ...")
     for p in paths:
         t0 = time.perf_counter()
         execute_notebook(p)

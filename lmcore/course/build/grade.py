@@ -1,7 +1,7 @@
 """Grade a folder of submitted notebooks with nbgrader's autograder; write grades.csv and feedback.
 
 Layout: ``SUBMISSIONS/<student>/<notebook>.ipynb`` (notebook names as in ``notebooks/``). The
-course notebooks named by any submission are stamped (:mod:`lmcore.course.nbgrader_meta`) into a
+course notebooks named by any submission are stamped (:mod:`lmcore.course.build.nbgrader_meta`) into a
 scratch nbgrader course (``OUT/course``: ``source/``, ``release/``, ``submitted/``,
 ``autograded/`` and the SQLite gradebook ``gradebook.db``, no server), released with
 ``nbgrader generate_assignment`` (solutions replaced by the same stub as ``make student``) and
@@ -9,7 +9,7 @@ every submission is run by ``nbgrader autograde`` with a per-cell timeout. nbgra
 instructor's locked and test cells before running. Writes ``OUT/grades.csv`` (one row per
 student, one column per exercise, total) and ``OUT/feedback/<student>.md`` (the check's own line
 with its hint, per exercise). Usage (needs the ``teach`` extra, ``pip install -e .[teach]``):
-``python -m lmcore.course.grade SUBMISSIONS [--out grades] [--timeout 300]`` or
+``python -m lmcore.course.build.grade SUBMISSIONS [--out grades] [--timeout 300]`` or
 ``make grade SUBMISSIONS=dir``.
 """
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcore.course.grade", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcore.course.build.grade", description=__doc__.split("\n")[0])
     parser.add_argument("submissions", help="folder of <student>/<notebook>.ipynb")
     parser.add_argument("--out", default="grades", help="where grades.csv, feedback/ and course/ go")
     parser.add_argument("--notebooks", default="notebooks", help="the course's source notebooks")

@@ -3,7 +3,7 @@
 Code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's markers) becomes
 ``raise NotImplementedError(...)`` at the indentation of the BEGIN line. Solutions live inside
 function bodies, so the stub only fires when a check calls the function, and "Run All" reaches
-the end. Usage: ``python -m lmcore.course.student notebooks student``.
+the end. Usage: ``python -m lmcore.course.build.student notebooks student``.
 """
 from __future__ import annotations
 

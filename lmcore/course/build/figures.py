@@ -1,6 +1,6 @@
 """Regenerate every picture in ``figures/`` from the same plotting functions the notebooks call.
 
-Usage: ``python -m lmcore.course.figures [OUT_DIR] [--quick]`` (``make figures``). ``--quick``
+Usage: ``python -m lmcore.course.build.figures [OUT_DIR] [--quick]`` (``make figures``). ``--quick``
 trains the loss-curve figures for a few seconds instead of the full CPU run (for tests).
 """
 from __future__ import annotations
@@ -14,34 +14,34 @@ __all__ = ["FIGURES", "build_figures"]
 
 
 def _label_shift(quick):
-    from .sequence import plot_label_shift
+    from ..sequence import plot_label_shift
     return plot_label_shift()
 
 
 def _softmax_nll(quick):
-    from .softmax_nll import plot_softmax_state
+    from ..softmax_nll import plot_softmax_state
     return plot_softmax_state()
 
 
 def _anchor(quick):
-    from .anchor import plot_first_loss
+    from ..anchor import plot_first_loss
     return plot_first_loss()
 
 
 def _padding(quick):
-    from .padding import plot_padding_masks
+    from ..padding import plot_padding_masks
     return plot_padding_masks()
 
 
 def _packing(quick):
-    from .packing import plot_packing
+    from ..packing import plot_packing
     return plot_packing("block_diagonal")
 
 
 def _training(quick):
-    from ..train.presets import preset
-    from ..train import train
-    from .training import plot_loss_curves
+    from ...train.presets import preset
+    from ...train import train
+    from ..training_views import plot_loss_curves
 
     cfg = preset("smoke" if quick else "cpu", progress=False)
     result = train(cfg)
@@ -51,9 +51,9 @@ def _training(quick):
 
 
 def _floor(quick):
-    from ..data import chat_arithmetic_entropy
-    from .floor import train_floor_run
-    from .floor_views import plot_loss_floor
+    from ...data import chat_arithmetic_entropy
+    from ..floor import train_floor_run
+    from ..floor_views import plot_loss_floor
 
     result = train_floor_run(max_steps=40 if quick else 300)
     return plot_loss_floor(result.history, chat_arithmetic_entropy(),

@@ -10,7 +10,7 @@
   declared with a reason in the notebook metadata: ``metadata["lmcore"]["prose_numbers"] =
   {"0.02": "the init std, a definition"}``.
 
-``python -m lmcore.course.nbpolicy notebooks/*.ipynb`` prints the table the README quotes.
+``python -m lmcore.course.build.nbpolicy notebooks/*.ipynb`` prints the table the README quotes.
 """
 from __future__ import annotations
 

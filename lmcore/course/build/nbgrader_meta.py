@@ -16,7 +16,7 @@ goes to a new cell ``<id>-check``), because nbgrader grades a test cell only apa
 answer. Only the ``nbgrader`` key is written (no ``editable: false``: learners who open the
 source notebooks can still edit them); ``nbgrader generate_assignment`` locks the released
 cells. Re-running changes nothing (idempotent). Usage:
-``python -m lmcore.course.nbgrader_meta notebooks/*.ipynb`` (``--check``: report, write nothing).
+``python -m lmcore.course.build.nbgrader_meta notebooks/*.ipynb`` (``--check``: report, write nothing).
 """
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ if __name__ == "__main__":
     check_only = "--check" in args
     paths = [Path(a) for a in args if a != "--check"]
     if not paths:
-        sys.exit("usage: python -m lmcore.course.nbgrader_meta [--check] notebooks/*.ipynb")
+        sys.exit("usage: python -m lmcore.course.build.nbgrader_meta [--check] notebooks/*.ipynb")
     stale = [p for p in paths if stamp_file(p, write=not check_only)]
     for p in paths:
         n = len(graded_cells(nbformat.read(p, as_version=4))) if not check_only else None

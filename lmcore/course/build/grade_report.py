@@ -3,7 +3,7 @@
 One row per student, one column per exercise (``<notebook number>_<function>``) and the total;
 the feedback gives per exercise the points and the check's own line with its hint (or why the
 test cell stopped), then notes for the instructor (edited locked cells, redefined checkers).
-Used by :mod:`lmcore.course.grade`.
+Used by :mod:`lmcore.course.build.grade`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,13 @@
+"""Build tools of the course, apart from what a notebook imports: run them with ``python -m``.
+
+- :mod:`~lmcore.course.build.student`: the student edition (solutions replaced by stubs), ``make student``.
+- :mod:`~lmcore.course.build.nbtools`: re-execute notebooks in place, ``make notebooks``.
+- :mod:`~lmcore.course.build.nbgrader_meta`: stamp nbgrader's cell metadata on the notebooks.
+- :mod:`~lmcore.course.build.nbpolicy`: the notebook policy (ignored outputs, quoted numbers).
+- :mod:`~lmcore.course.build.grade` and :mod:`~lmcore.course.build.grade_report`: ``make grade``.
+- :mod:`~lmcore.course.build.figures`: regenerate ``figures/``, ``make figures``.
+
+(:mod:`lmcore.course.autograding` stays in ``lmcore.course``: notebooks call it at run time.)
+"""
+
+__all__ = ["figures", "grade", "grade_report", "nbgrader_meta", "nbpolicy", "nbtools", "student"]
