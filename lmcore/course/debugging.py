@@ -1,6 +1,7 @@
 """Notebook 07 (debugging label bugs): the classic pipelines where "the loss falls but the target
 is wrong", each trained a few steps with a tiny GPT, their diagnoses, and the measurements for
-the bugs ``run_checks`` cannot see. Figures, the widget and the exercises: ``debugging_views``.
+the bugs ``run_checks`` cannot see (``debugging_measure``, re-exported here). Figures and the
+widget: ``debugging_views``; the two exercises and their checkers: ``debugging_exercises``.
 
 The corpus: each document counts up from a random start to 15 in steps of 1 or 2 (a coin flip),
 then EOS (PAD 0, EOS 1, numbers 2..15). Its exact entropy per target is the loss floor.
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -171,7 +172,7 @@ def _honest_loss(forward, ids, mask) -> float:
     return causal_lm_loss(logits, _labels(ids, mask)).item()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def train_pipeline(key: str, steps: int = STEPS, lr: float = 1e-2, seed: int = 0):
     """Train pipeline ``key``: ``(model, losses, honest)`` where ``losses`` is what the pipeline
     reports at each step and ``honest`` is [(step, next-token loss on held-out documents)]."""
@@ -218,7 +219,7 @@ def below_floor(key: str) -> bool:
     return below(**floor_comparison(key))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def diagnose_pipeline(key: str, seed: int = 0):
     """``run_checks`` on a freshly initialised pipeline (checks belong before training)."""
     model, forward, loss_fn = build(key, seed)
@@ -228,5 +229,4 @@ def diagnose_pipeline(key: str, seed: int = 0):
 
 
 # The measurements for the bugs run_checks cannot see live in debugging_measure; re-exported here.
-from .debugging_measure import (eos_targets, p_stop, packed_leak, weights_by_row,  # noqa: E402
-                                worse_than_guessing)
+from .debugging_measure import eos_targets, p_stop, packed_leak, weights_by_row, worse_than_guessing  # noqa: E402

@@ -9,7 +9,7 @@ import torch
 
 from ..diagnose import ragged_batch, token_weights
 from ..shift import pack_documents
-from .debugging import L, PIPELINES, V, _batch, train_pipeline
+from .debugging import PIPELINES, L, V, _batch, train_pipeline
 from .toys import EOS, PAD
 from .verdict import above
 

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lmcore.course import debugging as d
+from lmcore.course import debugging_exercises as ex
 from lmcore.course import debugging_views as views
 from lmcore.model import GPT, GPTConfig
 
@@ -131,25 +132,25 @@ ANSWERS = {"A": "eos_is_pad", "B": "sees_future", "C": "correct", "D": "double_s
 
 
 def test_mystery_pipelines_have_the_signatures_the_answers_claim():
-    for letter in views.mystery_pipelines():
-        assert views.mystery_report(letter).failed == SIGNATURES[ANSWERS[letter]], letter
+    for letter in ex.mystery_pipelines():
+        assert ex.mystery_report(letter).failed == SIGNATURES[ANSWERS[letter]], letter
 
 
 def test_each_mystery_is_identifiable_from_the_grid():
     """Every mystery's failing rows match exactly one pipeline of the grid, or (for a pipeline
     that passes all) one of the two that pass all, of which only 'correct' uses padded rows."""
     for letter, answer in ANSWERS.items():
-        same = [k for k, sig in SIGNATURES.items() if sig == views.mystery_report(letter).failed]
+        same = [k for k, sig in SIGNATURES.items() if sig == ex.mystery_report(letter).failed]
         assert same == [answer] or (answer == "correct" and same == ["correct", "packed_causal"]), letter
 
 
 def test_check_mystery(capsys):
-    assert views.check_mystery(lambda: dict(ANSWERS))
-    assert not views.check_mystery(lambda: dict(ANSWERS, A="padding_scored"))
-    assert not views.check_mystery(lambda: dict(ANSWERS, C="packed_causal"))
-    assert not views.check_mystery(lambda: dict(ANSWERS, F="ignores_mask"))
-    assert not views.check_mystery(lambda: dict(ANSWERS, D="same_position", E="correct"))
-    assert not views.check_mystery(_stub)
+    assert ex.check_mystery(lambda: dict(ANSWERS))
+    assert not ex.check_mystery(lambda: dict(ANSWERS, A="padding_scored"))
+    assert not ex.check_mystery(lambda: dict(ANSWERS, C="packed_causal"))
+    assert not ex.check_mystery(lambda: dict(ANSWERS, F="ignores_mask"))
+    assert not ex.check_mystery(lambda: dict(ANSWERS, D="same_position", E="correct"))
+    assert not ex.check_mystery(_stub)
     assert "not attempted yet" in capsys.readouterr().out
 
 
@@ -162,11 +163,11 @@ def solution_loss(logits, input_ids, attention_mask):
 @pytest.mark.parametrize("wrong", [d.loss_same_position, d.loss_padding_scored, d.loss_batch_means,
                                    d.loss_softmax_first, d.loss_double_shift, d.loss_eos_is_pad])
 def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
-    assert not views.check_loss_fn(wrong)
+    assert not ex.check_loss_fn(wrong)
     assert "fail" in capsys.readouterr().out
 
 
 def test_check_loss_fn_accepts_a_solution(capsys):
-    assert views.check_loss_fn(solution_loss)
+    assert ex.check_loss_fn(solution_loss)
     assert "all 13 checks passed" in capsys.readouterr().out
-    assert not views.check_loss_fn(_stub)
+    assert not ex.check_loss_fn(_stub)
