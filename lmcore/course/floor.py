@@ -16,14 +16,15 @@ import numpy as np
 import torch
 
 from ..data import chat_arithmetic_entropy, load_corpus
-from ..perplexity import bits_per_byte
+from ..data.arithmetic import _OPS
 from ..data.tokenizers import ChatTokenizer
+from ..perplexity import bits_per_byte
 from .checks import Case, check
 
 __all__ = ["entropy", "kl_divergence", "cross_entropy", "SLOTS", "token_slots", "oracle_probs",
-           "exact_slot_entropy", "floor_config", "train_floor_run", "RANGES", "check_entropy",
-           "check_kl_gap", "check_bits_per_byte", "per_target_nll", "slot_breakdown",
-           "gap_breakdown", "ROLES"]
+           "exact_slot_entropy", "floor_config", "train_floor_run", "short_curve", "RANGES",
+           "check_entropy", "check_kl_gap", "check_bits_per_byte", "per_target_nll",
+           "slot_breakdown", "gap_breakdown", "ROLES"]
 
 TOK = ChatTokenizer()
 SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")   # c: the answer's tokens
@@ -89,7 +90,7 @@ def _turns(low: int, high: int, ops):
     for a in range(low, high + 1):
         for op in ops:
             for b in range(low, high + 1):
-                c = {"+": a + b, "-": a - b, "*": a * b}[op]
+                c = _OPS[op](a, b)
                 yield TOK.encode(f"<user> {a} {op} {b} = <assistant> {c} .") + [TOK.eos_id]
 
 
@@ -137,13 +138,14 @@ def floor_config(**overrides):
 
 
 def _float64_run(corpus, seed: int, overrides: dict):
-    from ..model import GPT, GPTConfig
+    """:func:`lmcore.train.train` of :func:`floor_config` on ``corpus`` with a float64 GPT."""
+    from ..model import GPT
     from ..train import train
+    from ..train.presets import model_config
 
     cfg = floor_config(seed=seed, **overrides)
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=corpus.vocab_size, block_size=cfg.block_size,
-                          n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd)).double()
+    model = GPT(model_config(cfg, corpus.vocab_size)).double()
     return train(cfg, corpus, model=model)
 
 
@@ -159,6 +161,18 @@ def train_floor_run(*, low: int = 0, high: int = 9, ops=("+",), n_documents: int
     corpus = load_corpus("chat-arithmetic", n_documents=n_documents, seed=seed, low=low,
                          high=high, ops=tuple(ops))
     return _float64_run(corpus, seed, overrides)
+
+
+_CURVES: dict = {}
+
+
+def short_curve(high: int, ops: str = "+", steps: int = 150) -> list:
+    """The history of a short floor run on operands 0..high (cached: trained once per setting)."""
+    key = (high, ops, steps)
+    if key not in _CURVES:
+        _CURVES[key] = train_floor_run(high=high, ops=tuple(ops), max_steps=steps,
+                                       eval_interval=max(1, steps // 10)).history
+    return _CURVES[key]
 
 
 # ---------------------------------------------------------------- exercise checkers

@@ -1,16 +1,17 @@
 """Notebook 09's pictures and widget: the floor run against H(p), the per-slot breakdown, and
-the operand-range explorer (a short cached run per setting against its exact floor)."""
+the operand-range explorer (a short cached run per setting, :func:`lmcore.course.floor.short_curve`,
+against its exact floor)."""
 from __future__ import annotations
 
 import math
 
 from ..data import chat_arithmetic_entropy
-from .floor import RANGES, train_floor_run
+from .floor import RANGES, short_curve
 from .floor_tokens import ROLES
 from .style import COLORS, new_figure
+from .widgets import live_figure
 
-__all__ = ["plot_loss_floor", "plot_slot_breakdown", "short_curve", "plot_floor_explorer",
-           "floor_explorer"]
+__all__ = ["plot_loss_floor", "plot_slot_breakdown", "plot_floor_explorer", "floor_explorer"]
 
 
 def plot_loss_floor(history, floor: float, *, ln_v: float | None = None, title: str | None = None):
@@ -51,18 +52,6 @@ def plot_slot_breakdown(rows, *, title: str | None = None):
     return fig
 
 
-_CURVES: dict = {}
-
-
-def short_curve(high: int, ops: str = "+", steps: int = 150) -> list:
-    """The history of a short floor run on operands 0..high (cached: trained once per setting)."""
-    key = (high, ops, steps)
-    if key not in _CURVES:
-        _CURVES[key] = train_floor_run(high=high, ops=tuple(ops), max_steps=steps,
-                                       eval_interval=max(1, steps // 10)).history
-    return _CURVES[key]
-
-
 def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: int = 150):
     """Left: a short run on operands 0..high against its exact floor. Right: the floor per
     target for every range in :data:`RANGES`, this one marked. ``history`` skips the training."""
@@ -92,8 +81,6 @@ def floor_explorer(history=None, *, steps: int = 150):
     """Operand range and operator controls -> :func:`plot_floor_explorer`. ``history`` is shown
     for 0..9 with "+" (the notebook's run); other settings train a short run once (seconds)."""
     import ipywidgets as widgets
-
-    from .softmax_nll import live_figure
 
     high = widgets.SelectionSlider(options=[(f"0..{h}", h) for h in RANGES], value=9,
                                    description="operands", continuous_update=False)

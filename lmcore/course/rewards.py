@@ -3,8 +3,9 @@ probes that score one answer, and the set-loss exercise checker. Data policy liv
 :mod:`.rewards_data`, compute and exposure bias in :mod:`.rewards_compute`.
 
 Each world is a :class:`lmcore.data.DocumentCorpus` of short word-level documents such as
-``P3 lives_in C7 .``; a probe reads the model's distribution at the answer position, so every
-claim of the notebook is a measurement on a model that :func:`lmcore.train.train` trained.
+``P3 lives_in C7 .`` (one token per word, :class:`lmcore.course.toys.WordTokenizer`: PAD 0,
+EOS 1); a probe reads the model's distribution at the answer position, so every claim of the
+notebook is a measurement on a model that :func:`lmcore.train.train` trained.
 """
 from __future__ import annotations
 
@@ -16,34 +17,10 @@ import torch
 from .._validate import require_int_scalar, require_tensor
 from ..data import DocumentCorpus
 from .checks import Case, check
+from .toys import WordTokenizer
 
-__all__ = ["WordTokenizer", "World", "city_world", "parent_world", "tiny_config", "train_tiny",
-           "expected_epochs", "answer_log_probs", "answer_nll", "set_nll", "group_means",
-           "check_set_nll"]
-
-
-class WordTokenizer:
-    """One token per space-separated word; ``PAD`` is id 0 and ``EOS`` id 1."""
-    pad_id, eos_id = 0, 1
-
-    def __init__(self, words):
-        self.VOCAB = ("PAD", "EOS") + tuple(dict.fromkeys(words))
-        self.stoi = {w: i for i, w in enumerate(self.VOCAB)}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.VOCAB)
-
-    def encode(self, text: str) -> list[int]:
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str; got {type(text).__name__}.")
-        unknown = [w for w in text.split() if w not in self.stoi]
-        if unknown:
-            raise ValueError(f"word {unknown[0]!r} is not in this world's vocabulary.")
-        return [self.stoi[w] for w in text.split()]
-
-    def decode(self, ids) -> str:
-        return " ".join(self.VOCAB[i] for i in (ids.tolist() if hasattr(ids, "tolist") else ids))
+__all__ = ["World", "city_world", "parent_world", "tiny_config", "train_tiny", "expected_epochs",
+           "answer_log_probs", "answer_nll", "set_nll", "group_means", "check_set_nll"]
 
 
 @dataclass

@@ -17,6 +17,7 @@ from .._validate import require_choice, require_int_scalar, require_real
 from ..data import TextCorpus, load_corpus
 from ..loss import causal_lm_loss
 from .checks import Case, check
+from .rewards import train_tiny
 
 __all__ = ["context_coverage", "document_lengths", "valid_targets", "valid_target_ratio",
            "BLOCK_SIZES", "text_run", "split_loss", "check_context_coverage"]
@@ -91,8 +92,6 @@ def _python_docs():
 def text_run(train_ids: torch.Tensor, *, steps: int = 200, seed: int = 0, **overrides):
     """A char-level run on the Python docs whose training split is ``train_ids`` (validation:
     the docs' usual held-out split). 2 layers, 64 wide, rows of 64, 16 rows per step."""
-    from .rewards import train_tiny
-
     base = _python_docs()
     corpus = TextCorpus("python-docs", base.tokenizer, base.ids)
     corpus.train = train_ids

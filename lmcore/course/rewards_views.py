@@ -7,6 +7,7 @@ import math
 
 from .rewards_data import BLOCK_SIZES, context_coverage, valid_target_ratio
 from .style import COLORS, new_figure
+from .widgets import live_figure
 
 __all__ = ["plot_answer_losses", "plot_policy", "policy_explorer", "plot_duplicates",
            "plot_reversal"]
@@ -54,8 +55,6 @@ def plot_policy(block_size: int = 64, k: int = 32, lengths=None):
 def policy_explorer(lengths, block_size: int = 64, k: int = 32):
     """Block-length and context sliders -> :func:`plot_policy` (a live image widget)."""
     import ipywidgets as widgets
-
-    from .softmax_nll import live_figure
 
     size = widgets.SelectionSlider(options=list(BLOCK_SIZES), value=block_size,
                                    description="block L", continuous_update=False)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .style import COLORS, new_figure
 from .training import sampling_state, show_char
+from .widgets import figure_png, on_change
 
 __all__ = ["plot_loss_curves", "plot_next_token_distribution", "sampling_explorer", "plot_run",
            "main"]
@@ -70,8 +71,10 @@ def plot_next_token_distribution(state: dict, tokenizer, *, k: int = 30, title: 
 
 def sampling_explorer(model, tokenizer, prompt: str = "The ", *, n_new: int = 120):
     """Temperature, top-k and top-p sliders, a prompt box and a seed: each change draws a fresh
-    sample and redraws the next-token bars (:func:`lmcore.course.training.sampling_state`). Returns the widget."""
-    import io, ipywidgets as w, matplotlib.pyplot as plt  # noqa: E401 - lazily: teaching extras
+    sample and redraws the next-token bars (:func:`lmcore.course.training.sampling_state`).
+    Returns the widget."""
+    import ipywidgets as w
+
     c = {"prompt": w.Text(value=prompt, description="prompt", continuous_update=False),
          "temperature": w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="T"),
          "top_k": w.IntSlider(value=0, min=0, max=tokenizer.vocab_size, description="top-k (0: off)"),
@@ -86,15 +89,10 @@ def sampling_explorer(model, tokenizer, prompt: str = "The ", *, n_new: int = 12
         except ValueError as err:
             text.value = f"<b>{html.escape(str(err))}</b>"
             return
-        fig, buf = plot_next_token_distribution(s, tokenizer), io.BytesIO()
-        fig.savefig(buf, format="png", dpi=80)
-        plt.close(fig)
-        image.value = buf.getvalue()
+        image.value = figure_png(plot_next_token_distribution(s, tokenizer), dpi=80)
         text.value = f"<pre>{html.escape(c['prompt'].value)}<b>{html.escape(s['sample'])}</b></pre>"
 
-    for ctl in c.values():
-        ctl.observe(redraw, names="value")
-    redraw()
+    on_change(c, redraw)
     return w.VBox([w.HBox([w.VBox(list(c.values())), image]), text])
 
 

@@ -136,12 +136,12 @@ def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
     class Fake:
         history = HISTORY
 
-    monkeypatch.setattr(FV, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
-    monkeypatch.setattr(FV, "_CURVES", {})
+    monkeypatch.setattr(FL, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
+    monkeypatch.setattr(FL, "_CURVES", {})
     box = FV.floor_explorer(HISTORY)
     assert calls == [] and box.children            # the initial state trains nothing
-    FV.short_curve(4, "+-*", steps=20)
-    FV.short_curve(4, "+-*", steps=20)
+    FL.short_curve(4, "+-*", steps=20)
+    FL.short_curve(4, "+-*", steps=20)
     assert len(calls) == 1 and calls[0]["high"] == 4 and calls[0]["ops"] == ("+", "-", "*")
     plt.close("all")
 

@@ -20,19 +20,17 @@ from lmcore.course import rewards as R  # noqa: E402
 from lmcore.course import rewards_compute as RC  # noqa: E402
 from lmcore.course import rewards_data as RD  # noqa: E402
 from lmcore.course import rewards_views as RV  # noqa: E402
-from lmcore.model import GPT, GPTConfig  # noqa: E402
-
+from lmcore.course import toys  # noqa: E402
+from lmcore.model import GPTConfig  # noqa: E402
 
 # ---------------------------------------------------------------- worlds
 
-def test_word_tokenizer_round_trip_and_unknown_word():
-    tok = R.WordTokenizer(["a", "b", "a"])
-    assert tok.VOCAB == ("PAD", "EOS", "a", "b") and tok.vocab_size == 4
-    assert tok.decode(tok.encode("a b b")) == "a b b"
-    with pytest.raises(ValueError, match="'c'"):
-        tok.encode("a c")
-    with pytest.raises(TypeError):
-        tok.encode(3)
+def test_worlds_use_the_kits_word_tokenizer():
+    tok = R.city_world(n_common=1, n_rare=1, n_two_homes=0, copies=2, n_cities=2).tokenizer
+    assert isinstance(tok, toys.WordTokenizer) and tok.VOCAB[:2] == ("PAD", "EOS")
+    assert tok.decode(tok.encode("P0 lives_in C1 .")) == "P0 lives_in C1 ."
+    with pytest.raises(ValueError, match="'P9'"):
+        tok.encode("P9 lives_in C1 .")
 
 
 def test_city_world_counts_each_kind_of_fact():
@@ -76,8 +74,7 @@ def test_expected_epochs_from_the_packed_rows():
 
 
 def _tiny_gpt(vocab, block=8, seed=0):
-    torch.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=vocab, block_size=block, n_layer=1, n_head=1, n_embd=8))
+    return toys.toy_gpt(vocab, block_size=block, n_layer=1, n_head=1, n_embd=8, seed=seed).train()
 
 
 def test_answer_nll_is_the_cross_entropy_of_the_last_position():

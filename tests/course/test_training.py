@@ -18,8 +18,8 @@ from lmcore.course import exposure as E  # noqa: E402
 from lmcore.course import exposure_views as EV  # noqa: E402
 from lmcore.course import training as T  # noqa: E402
 from lmcore.course import training_views as TV  # noqa: E402
-from lmcore.model import GPT, GPTConfig  # noqa: E402
 from lmcore.data.tokenizers import CharTokenizer  # noqa: E402
+from lmcore.model import GPT, GPTConfig  # noqa: E402
 
 TEXT = "abcdefghij "
 
