@@ -13,10 +13,8 @@ from ..loss import causal_lm_loss
 from ..model import GPT
 from ..perplexity import PerplexityMeter
 from ..shift import IGNORE_INDEX, labels_from_attention_mask, num_valid_targets
-from ..shift import position_ids_from_attention_mask  # noqa: F401 - re-exported until debugging imports lmcore.shift
 from .checks import Case, check
-from .toys import BOS, EOS, PAD, toy_gpt, toy_vocab
-from .toys import forward_with_mask  # also re-exported until debugging imports the kit
+from .toys import BOS, EOS, PAD, forward_with_mask, toy_gpt, toy_vocab
 
 __all__ = ["TOKENS", "PAD", "BOS", "EOS", "example_batch", "right_padded", "toy_model",
            "real_logit_shift", "pad_id_effect", "context_logits",

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from .. import handcalc
 from ..perplexity import nats_to_bits
 from .checks import Case, check, random_logit_cases
-from .widgets import live_figure  # noqa: F401 - re-exported until floor_views/rewards_views import the kit
 
 __all__ = ["fmt", "softmax_state", "double_softmax", "check_stable_softmax", "check_nll_from_logits"]
 
