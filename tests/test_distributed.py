@@ -23,11 +23,26 @@ pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
                                 reason="torch.distributed is not available")
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun starts each worker in a session of its own)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
 def torchrun(*args, timeout=300):
     """``python -m torch.distributed.run --standalone --nproc_per_node=2 ARGS`` on one thread each.
 
-    On a hang every process of the run (agent and workers, one session) gets SIGABRT, so
-    Python's faulthandler prints where each one stood, and the test fails with those stacks."""
+    On a hang the workers, then the agent, get SIGABRT, so Python's faulthandler prints where
+    each one stood, and the test fails with those stacks."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent),
            "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
@@ -36,12 +51,15 @@ def torchrun(*args, timeout=300):
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGABRT)
+        for pid in [*_descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGABRT)
         try:
             stdout, stderr = proc.communicate(timeout=20)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            for pid in [*_descendants(proc.pid), proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         pytest.fail(f"torchrun did not finish in {timeout} s; where each process stood:\n"
                     f"{stdout[-3000:]}\n{stderr[-12000:]}")
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]

@@ -9,9 +9,11 @@ and fused AdamW (and ``torch.compile`` if asked); under ``torchrun`` it trains d
 Host-device synchronisations per step, all marked ``# sync`` below: one, the logged loss and
 gradient norm read together; plus those inside ``causal_lm_loss``'s input checks.
 """
+
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +39,10 @@ __all__ = ["TrainResult", "train"]
 class TrainResult:
     """What :func:`train` returns: the model, one history record per evaluation, why it ended,
     and the evaluation with the lowest validation loss after step 0 (``best.pt`` with out_dir)."""
+
     model: GPT
-    history: list = field(default_factory=list)   # dicts: step, tokens, train_loss, val_loss, lr, tokens_per_s
-    status: str = "finished"                      # finished | stopped | interrupted | nan
+    history: list = field(default_factory=list)  # dicts: step, tokens, train_loss, val_loss, lr, tokens_per_s
+    status: str = "finished"  # finished | stopped | interrupted | nan
     message: str = ""
     corpus: object = None
     config: TrainConfig | None = None
@@ -52,20 +55,34 @@ def _check_inputs(cfg, corpus, model, out_dir):
     """Everything that can be refused before a run changes any global setting."""
     for split in ("train", "val"):
         if next(iter(corpus.eval_batches(split, 1, cfg.block_size, 1)), None) is None:
-            raise ValueError(f"the corpus {getattr(corpus, 'name', '')!r} has too little {split} "
-                             f"data for one row of TrainConfig.block_size = {cfg.block_size} "
-                             "tokens (plus one target); use a smaller block_size or more text.")
+            raise ValueError(
+                f"the corpus {getattr(corpus, 'name', '')!r} has too little {split} "
+                f"data for one row of TrainConfig.block_size = {cfg.block_size} "
+                "tokens (plus one target); use a smaller block_size or more text."
+            )
     if model is not None and (model.config.vocab_size, model.config.block_size) != (
-            corpus.vocab_size, cfg.block_size):
-        raise ValueError(f"model has vocab_size {model.config.vocab_size} and block_size "
-                         f"{model.config.block_size}; the corpus and TrainConfig need "
-                         f"{corpus.vocab_size} and {cfg.block_size}.")
+        corpus.vocab_size,
+        cfg.block_size,
+    ):
+        raise ValueError(
+            f"model has vocab_size {model.config.vocab_size} and block_size "
+            f"{model.config.block_size}; the corpus and TrainConfig need "
+            f"{corpus.vocab_size} and {cfg.block_size}."
+        )
     if out_dir is not None:
-        tokenizer_state(corpus.tokenizer)      # refuse now, not after the run, if undescribable
+        tokenizer_state(corpus.tokenizer)  # refuse now, not after the run, if undescribable
 
 
-def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir=None,
-          resume=None, callback=None, on_eval=None) -> TrainResult:
+def train(
+    config: TrainConfig,
+    corpus=None,
+    *,
+    model: GPT | None = None,
+    out_dir=None,
+    resume=None,
+    callback=None,
+    on_eval=None,
+) -> TrainResult:
     """Train and return a :class:`TrainResult` (model, history, status, message, best).
 
     ``corpus`` defaults to ``load_corpus(config.corpus)``. With ``out_dir`` the latest state is
@@ -84,42 +101,58 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
     old_precision = torch.get_float32_matmul_precision()
     threads = contextlib.ExitStack()
     ctx = DistContext()
-    bar, clean = None, False
+    bar, clean, ddp, fwd = None, False, None, None
     try:
         ctx = setup(pick_device(cfg.device))
         device = ctx.device
         autocast = autocast_for(device, cfg.dtype)
-        threads.enter_context(cpu_threads(cfg.num_threads))     # restored in finally
+        threads.enter_context(cpu_threads(cfg.num_threads))  # restored in finally
         if device.type == "cuda":
-            torch.set_float32_matmul_precision("high")           # TF32 matmuls
-        torch.manual_seed(cfg.seed)                              # same init on every rank
+            torch.set_float32_matmul_precision("high")  # TF32 matmuls
+        torch.manual_seed(cfg.seed)  # same init on every rank
         model = (model if model is not None else GPT(model_config(cfg, corpus.vocab_size))).to(device)
-        opt = configure_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
-                                  device_type=device.type)
-        gen = torch.Generator().manual_seed(cfg.seed + 1 + 7919 * ctx.rank)   # own batches per rank
+        opt = configure_optimizer(
+            model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas, device_type=device.type
+        )
+        gen = torch.Generator().manual_seed(cfg.seed + 1 + 7919 * ctx.rank)  # own batches per rank
         if ctx.rank:
-            torch.manual_seed(cfg.seed + 7919 * ctx.rank)                      # own dropout per rank
+            torch.manual_seed(cfg.seed + 7919 * ctx.rank)  # own dropout per rank
         step, tokens, history = 0, 0, []
         best_step, best_val = None, None
         if resume is not None:
             ck = restore_training_state(resume, ctx, model=model, opt=opt, gen=gen)
             step, tokens = ck["step"], ck["tokens"]
-            history = list(ck["history"]) if ctx.is_main else []      # rank 0 keeps the history
+            history = list(ck["history"]) if ctx.is_main else []  # rank 0 keeps the history
             best_step, best_val = ck.get("best_step"), ck.get("best_val_loss")
         ddp = wrap_model(model, ctx)
         fwd = torch.compile(ddp) if cfg.compile else ddp
-        evaluator = model     # uncompiled, no DDP hooks: rank 0 evaluates alone, any batch shape
+        evaluator = model  # uncompiled, no DDP hooks: rank 0 evaluates alone, any batch shape
         result = TrainResult(model, history, corpus=corpus, config=cfg)
-        ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches,
-                  device=device, autocast=autocast)
+        ev = dict(
+            batch_size=cfg.batch_size,
+            block_size=cfg.block_size,
+            max_batches=cfg.eval_batches,
+            device=device,
+            autocast=autocast,
+        )
 
         def save():
             if out_dir is None:
                 return
-            save_training_state(out_dir / "checkpoint.pt", ctx, model=model, opt=opt, gen=gen,
-                                step=step, tokens=tokens, history=history, cfg=cfg,
-                                tokenizer=corpus.tokenizer, best_step=best_step,
-                                best_val_loss=best_val)
+            save_training_state(
+                out_dir / "checkpoint.pt",
+                ctx,
+                model=model,
+                opt=opt,
+                gen=gen,
+                step=step,
+                tokens=tokens,
+                history=history,
+                cfg=cfg,
+                tokenizer=corpus.tokenizer,
+                best_step=best_step,
+                best_val_loss=best_val,
+            )
             if ctx.is_main and cfg.keep_best and best_step == step and step > 0:
                 copy_checkpoint(out_dir / "checkpoint.pt", out_dir / "best.pt")
 
@@ -127,9 +160,14 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
             nonlocal best_step, best_val
             if not ctx.is_main:
                 return
-            rec = {"step": step, "tokens": tokens, "train_loss": train_loss,
-                   "val_loss": evaluate(evaluator, corpus, "val", **ev).mean_nll, "lr": lr,
-                   "tokens_per_s": tok_s}
+            rec = {
+                "step": step,
+                "tokens": tokens,
+                "train_loss": train_loss,
+                "val_loss": evaluate(evaluator, corpus, "val", **ev).mean_nll,
+                "lr": lr,
+                "tokens_per_s": tok_s,
+            }
             history.append(rec)
             if step > 0 and (best_val is None or rec["val_loss"] < best_val):
                 best_step, best_val = step, rec["val_loss"]
@@ -139,36 +177,42 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
         if cfg.progress and ctx.is_main:
             try:
                 from tqdm.auto import tqdm
+
                 bar = tqdm(total=cfg.max_steps, initial=step, desc="train", leave=False)
             except ImportError:
                 pass
         model.train()
         try:
             if not history:
-                record(evaluate(evaluator, corpus, "train", **ev).mean_nll if ctx.is_main else 0.0,
-                       0.0, 0.0)
+                record(evaluate(evaluator, corpus, "train", **ev).mean_nll if ctx.is_main else 0.0, 0.0, 0.0)
             run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
             while step < cfg.max_steps:
-                lr = lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps,
-                           max_steps=cfg.max_steps)
+                lr = lr_at(
+                    step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps
+                )
                 for g in opt.param_groups:
                     g["lr"] = lr
-                micro = [corpus.batch("train", cfg.batch_size, cfg.block_size, generator=gen)
-                         for _ in range(cfg.grad_accum)]              # on the host; moved in _backward
+                micro = [
+                    corpus.batch("train", cfg.batch_size, cfg.block_size, generator=gen)
+                    for _ in range(cfg.grad_accum)
+                ]  # on the host; moved in _backward
                 try:
                     nll_t, count_t = backward_micro_batches(fwd, micro, autocast, ctx, device)
                     # max_norm is validated finite and > 0, so a finite norm means finite clipped grads
                     norm_t = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                    stats = torch.stack([all_reduce_sum(nll_t, ctx), count_t,
-                                         norm_t.to(nll_t.dtype)]).tolist()   # sync: the one per step
+                    stats = torch.stack(
+                        [all_reduce_sum(nll_t, ctx), count_t, norm_t.to(nll_t.dtype)]
+                    ).tolist()  # sync: the one per step
                     nll, n, norm = stats[0], int(stats[1]), stats[2]
                     if not (math.isfinite(nll) and math.isfinite(norm) and math.isfinite(lr)):
                         raise NonFiniteLossError("the loss or gradient is NaN/inf")
                 except NonFiniteLossError:
                     result.status = "nan"
-                    result.message = (f"stopped at step {step + 1}: the loss or gradient is NaN/inf "
-                                      f"(lr {lr:.2e}). The update was not applied; the last good "
-                                      "checkpoint (if any) is kept. Try a lower lr or grad_clip.")
+                    result.message = (
+                        f"stopped at step {step + 1}: the loss or gradient is NaN/inf "
+                        f"(lr {lr:.2e}). The update was not applied; the last good "
+                        "checkpoint (if any) is kept. Try a lower lr or grad_clip."
+                    )
                     if ctx.is_main:
                         print(result.message)
                     break
@@ -186,21 +230,23 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
                     broken = False
                     try:
                         record(run_nll / run_n, lr, t_tokens / (_now() - t0))
-                    except NonFiniteLossError:        # this step's update broke the weights
+                    except NonFiniteLossError:  # this step's update broke the weights
                         broken = True
-                    if any_rank(broken, ctx):         # rank 0 evaluates; all ranks stop together
+                    if any_rank(broken, ctx):  # rank 0 evaluates; all ranks stop together
                         result.status = "nan"
-                        result.message = (f"stopped after step {step}: its update (lr {lr:.2e}) "
-                                          "made the model's outputs NaN/inf. This state was not "
-                                          "saved; the last good checkpoint (if any) is kept. "
-                                          "Try a lower lr.")
+                        result.message = (
+                            f"stopped after step {step}: its update (lr {lr:.2e}) "
+                            "made the model's outputs NaN/inf. This state was not "
+                            "saved; the last good checkpoint (if any) is kept. "
+                            "Try a lower lr."
+                        )
                         if ctx.is_main:
                             print(result.message)
                         break
                     save()
                     run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
                 stop = callback is not None and bool(callback(step, model))
-                if callback is not None and any_rank(stop, ctx):   # sync (only with a callback, DDP)
+                if callback is not None and any_rank(stop, ctx):  # sync (only with a callback, DDP)
                     result.status = "stopped"
                     save()
                     break
@@ -218,10 +264,9 @@ def train(config: TrainConfig, corpus=None, *, model: GPT | None = None, out_dir
             bar.close()
         threads.close()
         torch.set_float32_matmul_precision(old_precision)
+        if ctx.enabled:  # DDP's reducer goes before the process group it uses:
+            ddp = fwd = None  # freed after destroy_process_group, it can hang the exit
+            gc.collect()
         teardown(ctx, clean=clean)
     model.eval()
     return result
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
