@@ -14,13 +14,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from ..diagnose import run_checks
 from ..loss import causal_lm_loss
 from ..model import GPT
-from ..shift import IGNORE_INDEX, labels_from_attention_mask, pack_documents
+from ..shift import labels_from_attention_mask, pack_documents
 from ..train.devices import cpu_threads
+from .debugging_losses import (
+    loss_batch_means,
+    loss_correct,
+    loss_double_shift,
+    loss_eos_is_pad,
+    loss_padding_scored,
+    loss_same_position,
+    loss_softmax_first,
+)
 from .toys import EOS, PAD, fit, forward_with_mask, forward_without_causal_mask, toy_gpt
 from .verdict import below
 
@@ -63,45 +71,6 @@ def padded_batch(docs, *, eos_id: int = EOS, pad_id: int = PAD):
 def pipeline_gpt(seed: int = 0) -> GPT:
     """The GPT every pipeline trains: one layer, two heads, 32 wide, V = L = 16, seeded."""
     return toy_gpt(V, block_size=L, n_layer=1, n_head=2, n_embd=32, seed=seed)
-
-
-# --------------------------------------------------------------- the losses, right and wrong
-
-def _labels(ids, mask):
-    return labels_from_attention_mask(ids, mask)
-
-
-def loss_correct(logits, ids, mask):
-    return causal_lm_loss(logits, _labels(ids, mask))
-
-
-def loss_same_position(logits, ids, mask):
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), _labels(ids, mask).reshape(-1))
-
-
-def loss_double_shift(logits, ids, mask):
-    labels = _labels(ids, mask)
-    pre_shifted = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE_INDEX)], 1)
-    return causal_lm_loss(logits, pre_shifted)              # ... and the loss shifts again
-
-
-def loss_softmax_first(logits, ids, mask):
-    return causal_lm_loss(logits.softmax(-1), _labels(ids, mask))
-
-
-def loss_padding_scored(logits, ids, mask):
-    return causal_lm_loss(logits, ids)
-
-
-def loss_batch_means(logits, ids, mask):
-    labels = _labels(ids, mask)
-    return torch.stack([causal_lm_loss(logits[i:i + 1], labels[i:i + 1])
-                        for i in range(len(ids))]).mean()
-
-
-def loss_eos_is_pad(logits, ids, mask):
-    labels = ids.masked_fill(ids == EOS, IGNORE_INDEX)    # "ignore the pad id", and PAD is EOS
-    return causal_lm_loss(logits, labels)
 
 
 @dataclass(frozen=True)
@@ -169,7 +138,7 @@ def _honest_loss(forward, ids, mask) -> float:
     with torch.no_grad():
         logits = torch.stack([forward(ids[:, :t + 1], mask[:, :t + 1])[:, -1]
                               for t in range(ids.shape[1])], 1)
-    return causal_lm_loss(logits, _labels(ids, mask)).item()
+    return causal_lm_loss(logits, labels_from_attention_mask(ids, mask)).item()
 
 
 @functools.cache
