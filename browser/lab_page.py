@@ -4,12 +4,12 @@ Everything here goes through what a learner sees and uses: the menu bar, the cel
 the rendered outputs. The notebook widget (``window.jupyterapp``, exposed by the server flag
 ``expose_app_in_browser``) is read only to know the kernel's status and each cell's tags.
 """
+
 from __future__ import annotations
 
 import time
 
-__all__ = ["Deadline", "menu", "wait_kernel_ready", "run_all_and_wait", "cell_errors",
-           "TestFailure"]
+__all__ = ["Deadline", "menu", "wait_kernel_ready", "run_all_and_wait", "cell_errors", "TestFailure"]
 
 
 class TestFailure(Exception):
@@ -97,8 +97,7 @@ def _accept_dialog(page) -> None:
 
 def wait_kernel_ready(page, deadline: Deadline) -> None:
     """Wait for the notebook to be open and its kernel started and idle."""
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell",
-                           timeout=max(1.0, deadline.left()) * 1000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=max(1.0, deadline.left()) * 1000)
     while kernel_status(page) != "idle":
         deadline.check(f"waiting for the kernel to start (status {kernel_status(page)!r})")
         _accept_dialog(page)
@@ -124,8 +123,7 @@ def run_all_and_wait(page, deadline: Deadline, *, settle: float = 1.0) -> tuple:
             break
         time.sleep(0.25)
     ran = sum(1 for _, _, p, _ in prompts if any(ch.isdigit() for ch in p))
-    unrun = [i for i, _, p, nonempty in prompts
-             if nonempty and not any(ch.isdigit() for ch in p)]
+    unrun = [i for i, _, p, nonempty in prompts if nonempty and not any(ch.isdigit() for ch in p)]
     return ran, unrun
 
 

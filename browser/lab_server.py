@@ -7,6 +7,7 @@ settings nor anything left by a previous run can change what the test sees. The 
 extensions (ipywidgets' among them) are still found under the venv's ``share/jupyter``,
 which stays on Jupyter's search path.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,9 @@ __all__ = ["LabServer", "free_port"]
 LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false", "checkForUpdates": False},
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
 }
 
@@ -56,29 +59,42 @@ class LabServer:
         self._log = None
 
     # ---------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "LabServer":
+    def __enter__(self) -> LabServer:
         self.tmp = Path(tempfile.mkdtemp(prefix="lmcore-browser-"))
         repo = self.source.resolve().parent
         served = self.tmp / "repo"
         served.mkdir()
         self.root = served / self.source.name
         # Like a fresh clone: no checkpoints or training runs left by earlier sessions.
-        shutil.copytree(self.source, self.root, ignore=shutil.ignore_patterns(
-            ".ipynb_checkpoints", "__pycache__", "runs", "student"))
+        shutil.copytree(
+            self.source,
+            self.root,
+            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "runs", "student"),
+        )
         # Markdown images such as ../figures/x.png resolve as in the real repo.
         if (repo / "figures").is_dir():
             shutil.copytree(repo / "figures", served / "figures")
         env = self._environment()
         self.port = free_port()
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
-               "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-               f"--ServerApp.root_dir={served}", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={served}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=env, cwd=self.root, stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            cmd, env=env, cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         try:
             self._wait_until_up()
         except BaseException:
@@ -88,7 +104,7 @@ class LabServer:
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()   # jupyter_server shuts its kernels down on SIGTERM
+            self.proc.terminate()  # jupyter_server shuts its kernels down on SIGTERM
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -101,10 +117,15 @@ class LabServer:
 
     def _environment(self) -> dict:
         env = dict(os.environ)
-        dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_RUNTIME_DIR": "runtime",
-                "JUPYTER_DATA_DIR": "data", "JUPYTERLAB_SETTINGS_DIR": "settings",
-                "JUPYTERLAB_WORKSPACES_DIR": "workspaces", "IPYTHONDIR": "ipython",
-                "MPLCONFIGDIR": "mpl"}
+        dirs = {
+            "JUPYTER_CONFIG_DIR": "config",
+            "JUPYTER_RUNTIME_DIR": "runtime",
+            "JUPYTER_DATA_DIR": "data",
+            "JUPYTERLAB_SETTINGS_DIR": "settings",
+            "JUPYTERLAB_WORKSPACES_DIR": "workspaces",
+            "IPYTHONDIR": "ipython",
+            "MPLCONFIGDIR": "mpl",
+        }
         for var, sub in dirs.items():
             path = self.tmp / sub
             path.mkdir()
@@ -124,21 +145,24 @@ class LabServer:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with code {self.proc.returncode}; "
-                                   f"see {self.log_path}")
+                raise RuntimeError(f"JupyterLab exited with code {self.proc.returncode}; see {self.log_path}")
             try:
                 self.api("GET", "/api/status")
                 self.api("GET", "/lab")  # the Lab page itself, not just the REST API
                 return
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.5)
-        raise RuntimeError(f"JupyterLab did not answer within {self.start_timeout:.0f} s; "
-                           f"see {self.log_path}")
+        raise RuntimeError(
+            f"JupyterLab did not answer within {self.start_timeout:.0f} s; see {self.log_path}"
+        )
 
     # ---------------------------------------------------------------- requests
     def api(self, method: str, path: str):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
         with urllib.request.urlopen(req, timeout=10) as resp:
             body = resp.read()
         if resp.headers.get_content_type() == "application/json" and body:
@@ -147,8 +171,9 @@ class LabServer:
 
     def url(self, notebook_name: str) -> str:
         """The Lab URL that opens one notebook alone in a fresh workspace."""
-        return (f"http://127.0.0.1:{self.port}/lab/tree/{self.root.name}/{notebook_name}"
-                f"?reset&token={self.token}")
+        return (
+            f"http://127.0.0.1:{self.port}/lab/tree/{self.root.name}/{notebook_name}?reset&token={self.token}"
+        )
 
     def shutdown_kernels(self) -> None:
         """End every session and kernel, so the next notebook gets the CPUs to itself."""

@@ -10,6 +10,7 @@ Playwright.
 
     python browser/run_browser_test.py [GLOB ...] [--notebooks DIR] [--timeout S]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,15 @@ sys.path.insert(0, str(HERE))
 __all__ = ["widget_notebooks", "main"]
 
 CHROMIUM = os.environ.get("BROWSER_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 WIDGET_CODE = re.compile(r"ipywidgets|\binteract|widgets\.|_widget\(")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -40,22 +47,22 @@ def widget_notebooks(folder: Path, patterns=("*",)) -> list:
     a saved widget output (a widget made by a helper with another name)."""
     found = []
     for path in sorted(Path(folder).glob("*.ipynb")):
-        if not any(fnmatch.fnmatch(path.name, p) or fnmatch.fnmatch(path.stem, p)
-                   for p in patterns):
+        if not any(fnmatch.fnmatch(path.name, p) or fnmatch.fnmatch(path.stem, p) for p in patterns):
             continue
         cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
         code = [c for c in cells if c.get("cell_type") == "code"]
-        if any(WIDGET_CODE.search("".join(c.get("source", ""))) or
-               any(WIDGET_MIME in o.get("data", {}) for o in c.get("outputs", []))
-               for c in code):
+        if any(
+            WIDGET_CODE.search("".join(c.get("source", "")))
+            or any(WIDGET_MIME in o.get("data", {}) for o in c.get("outputs", []))
+            for c in code
+        ):
             found.append(path)
     return found
 
 
 def skip_reason() -> str | None:
     if not Path(CHROMIUM).exists():
-        return (f"{CHROMIUM} not found (Debian/Ubuntu: apt-get install chromium; "
-                "or set BROWSER_TEST_CHROMIUM)")
+        return f"{CHROMIUM} not found (Debian/Ubuntu: apt-get install chromium; or set BROWSER_TEST_CHROMIUM)"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -105,11 +112,17 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path) -> tupl
             moved.append(exercise(page, kind, control, deadline))
             errors = cell_errors(page)
             if errors:
-                raise TestFailure(f"after moving {kind}: " + "; ".join(
-                    f"cell {i}: {' | '.join(m)}" for i, m in errors[:3]))
-        ok, detail = True, (f"open {t1 - t0:.0f} s, {n_cells} cells ran in {t2 - t1:.0f} s, "
-                            f"widgets {time.monotonic() - t2:.0f} s; " + "; ".join(moved))
-    except Exception as exc:   # any failure of this notebook is reported, the rest still run
+                raise TestFailure(
+                    f"after moving {kind}: " + "; ".join(f"cell {i}: {' | '.join(m)}" for i, m in errors[:3])
+                )
+        ok, detail = (
+            True,
+            (
+                f"open {t1 - t0:.0f} s, {n_cells} cells ran in {t2 - t1:.0f} s, "
+                f"widgets {time.monotonic() - t2:.0f} s; " + "; ".join(moved)
+            ),
+        )
+    except Exception as exc:  # any failure of this notebook is reported, the rest still run
         done = ("; ".join(moved) + "; ") if moved else ""
         detail = done + f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
@@ -125,9 +138,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("patterns", nargs="*", default=["*"], help="notebook name globs")
     parser.add_argument("--notebooks", type=Path, default=REPO / "notebooks")
-    parser.add_argument("--timeout", type=float,
-                        default=float(os.environ.get("BROWSER_TEST_TIMEOUT", 300)),
-                        help="seconds per notebook (default 300)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=float(os.environ.get("BROWSER_TEST_TIMEOUT", 300)),
+        help="seconds per notebook (default 300)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / ".browser-test")
     args = parser.parse_args(argv)
 
@@ -148,22 +164,24 @@ def main(argv=None) -> int:
         old.unlink()
     start = time.monotonic()
     passed = failed = 0
-    print(f"browser test: {len(notebooks)} notebook(s) with widgets, JupyterLab + {CHROMIUM}",
-          flush=True)
-    others = sorted(set(p.name for p in args.notebooks.glob("*.ipynb"))
-                    - set(p.name for p in widget_notebooks(args.notebooks)))
+    print(f"browser test: {len(notebooks)} notebook(s) with widgets, JupyterLab + {CHROMIUM}", flush=True)
+    others = sorted(
+        set(p.name for p in args.notebooks.glob("*.ipynb"))
+        - set(p.name for p in widget_notebooks(args.notebooks))
+    )
     if others:
         print(f"no widget in: {', '.join(others)} (not browser-tested)", flush=True)
     with LabServer(args.notebooks, args.out / "jupyter.log") as lab, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                     headless=True)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         for path in notebooks:
             t0 = time.monotonic()
             ok, detail = test_notebook(context, lab, path, args.timeout, args.out)
             passed, failed = passed + ok, failed + (not ok)
-            print(f"{'PASS' if ok else 'FAIL'} {path.name} ({time.monotonic() - t0:.1f} s): "
-                  f"{detail}", flush=True)
+            print(
+                f"{'PASS' if ok else 'FAIL'} {path.name} ({time.monotonic() - t0:.1f} s): {detail}",
+                flush=True,
+            )
             lab.shutdown_kernels()
         browser.close()
     print(f"total {time.monotonic() - start:.1f} s; screenshots in {args.out}")

@@ -6,6 +6,7 @@ checkbox/toggle/radio and first text or number box, where not already covered. A
 keys are pressed, the widget's output (text and image sources of the cell's outputs, the
 controls' own readouts excluded) must change.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,16 +18,25 @@ __all__ = ["KINDS", "find_controls", "exercise"]
 
 # kind -> (CSS selector of the element to focus, keys to press, keys to try if nothing moved)
 KINDS = {
-    "slider": (".widget-slider .noUi-handle",
-               ["ArrowRight"] * 3, ["ArrowLeft"] * 6),
-    "dropdown": (".widget-dropdown select, .widget-select select",
-                 ["End"], ["Home"]),   # Lab's command mode takes ArrowUp/Down
-    "toggle": (".widget-checkbox input[type=checkbox], "
-               "button.widget-toggle-button:not(.widget-toggle-buttons button), "
-               ".widget-toggle-buttons button:not(.mod-active), "
-               ".widget-radio-box input[type=radio]:not(:checked)", [" "], []),
-    "text": (".widget-text input[type=number], .widget-text input[type=text], "
-             ".widget-textarea textarea", None, None),   # keys depend on the input type
+    "slider": (".widget-slider .noUi-handle", ["ArrowRight"] * 3, ["ArrowLeft"] * 6),
+    "dropdown": (
+        ".widget-dropdown select, .widget-select select",
+        ["End"],
+        ["Home"],
+    ),  # Lab's command mode takes ArrowUp/Down
+    "toggle": (
+        ".widget-checkbox input[type=checkbox], "
+        "button.widget-toggle-button:not(.widget-toggle-buttons button), "
+        ".widget-toggle-buttons button:not(.mod-active), "
+        ".widget-radio-box input[type=radio]:not(:checked)",
+        [" "],
+        [],
+    ),
+    "text": (
+        ".widget-text input[type=number], .widget-text input[type=text], .widget-textarea textarea",
+        None,
+        None,
+    ),  # keys depend on the input type
 }
 
 # The "value" of a control as shown to the learner, to report what was moved.
@@ -104,8 +114,9 @@ def find_controls(page) -> list:
     """``[(kind, locator)]``: each widget cell's first control (its slider if it has one),
     then the first control of every other kind in the notebook."""
     kinds = [[kind, selector] for kind, (selector, _, _) in KINDS.items()]
-    return [(kind, page.locator(f"[data-browser-test='{mark}']"))
-            for kind, mark in page.evaluate(_FIND, kinds)]
+    return [
+        (kind, page.locator(f"[data-browser-test='{mark}']")) for kind, mark in page.evaluate(_FIND, kinds)
+    ]
 
 
 def _digest(snap) -> tuple:
@@ -125,8 +136,9 @@ def _keys_for(kind: str, control) -> tuple:
     return ["End", " ", "a", "Enter"], []
 
 
-def _settle(page, control, before, deadline: Deadline, timeout: float, settle: float = 0.75,
-            give_up: float = 10.0):
+def _settle(
+    page, control, before, deadline: Deadline, timeout: float, settle: float = 0.75, give_up: float = 10.0
+):
     """Wait until the output differs from ``before`` and holds still with the kernel idle;
     return the last snapshot digest (equal to ``before`` if it never changed). Gives up
     early once the kernel has been idle for ``give_up`` s with the output unchanged."""
@@ -158,7 +170,7 @@ def exercise(page, kind: str, control, deadline: Deadline, *, timeout: float = 6
     """Move one control with the keyboard; return 'kind label: old -> new' or raise."""
     label, old = control.evaluate(_VALUE)
     before, since = None, time.monotonic()
-    while time.monotonic() - since < 0.5 and deadline.left() > 0:   # let it finish rendering
+    while time.monotonic() - since < 0.5 and deadline.left() > 0:  # let it finish rendering
         snap = _digest(control.evaluate(_SNAPSHOT))
         if snap != before:
             before, since = snap, time.monotonic()
@@ -166,7 +178,7 @@ def exercise(page, kind: str, control, deadline: Deadline, *, timeout: float = 6
     keys, retry = _keys_for(kind, control)
     _press(page, control, keys)
     time.sleep(0.3)
-    if control.evaluate(_VALUE)[1] == old and retry:   # at the end of its range: go back
+    if control.evaluate(_VALUE)[1] == old and retry:  # at the end of its range: go back
         _press(page, control, retry)
     new = control.evaluate(_VALUE)[1]
     if new == old:

@@ -1,17 +1,29 @@
 """Input checks shared by the core modules: clear errors instead of NaNs or CUDA asserts."""
+
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["require_tensor", "require_float", "require_int", "require_labels_in_range",
-           "require_positive_int", "require_int_scalar", "require_real", "require_choice",
-           "require_bool", "require_token_ids", "require_generator",
-           "require_ids_in_range", "require_documents"]
+__all__ = [
+    "require_tensor",
+    "require_float",
+    "require_int",
+    "require_labels_in_range",
+    "require_positive_int",
+    "require_int_scalar",
+    "require_real",
+    "require_choice",
+    "require_bool",
+    "require_token_ids",
+    "require_generator",
+    "require_ids_in_range",
+    "require_documents",
+]
 
 # Token ids and labels: int32/int64 only. Unsigned dtypes wrap -100 (uint8: 156) and small
 # signed ones overflow real vocabularies and fail inside F.embedding.
@@ -28,43 +40,55 @@ def _describe(x) -> str:
 def require_tensor(name: str, x, ndim: int | None = None, shape_doc: str = "") -> torch.Tensor:
     """Raise TypeError unless ``x`` is a tensor; ValueError unless it has ``ndim`` dimensions."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor{' ' + shape_doc if shape_doc else ''}; "
-                        f"got {_describe(x)}. Wrap it with torch.tensor(...).")
+        raise TypeError(
+            f"{name} must be a torch.Tensor{' ' + shape_doc if shape_doc else ''}; "
+            f"got {_describe(x)}. Wrap it with torch.tensor(...)."
+        )
     if ndim is not None and x.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions {shape_doc}; got shape "
-                         f"{tuple(x.shape)}. Add or remove a batch dimension (e.g. x.unsqueeze(0)).")
+        raise ValueError(
+            f"{name} must have {ndim} dimensions {shape_doc}; got shape "
+            f"{tuple(x.shape)}. Add or remove a batch dimension (e.g. x.unsqueeze(0))."
+        )
     return x
 
 
 def require_float(name: str, x: torch.Tensor) -> torch.Tensor:
     if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor (the model's raw scores); got "
-                        f"dtype {x.dtype}. Did you pass token ids or labels where logits belong?")
+        raise TypeError(
+            f"{name} must be a floating-point tensor (the model's raw scores); got "
+            f"dtype {x.dtype}. Did you pass token ids or labels where logits belong?"
+        )
     return x
 
 
 def require_int(name: str, x: torch.Tensor) -> torch.Tensor:
     """Token ids / labels / positions: an int64 or int32 tensor (never bool, float or unsigned)."""
     if x.dtype not in ID_DTYPES:
-        kind = ("unsigned, so -100 would wrap" if x.dtype in (torch.uint8, torch.uint16, torch.uint32,
-                                                              torch.uint64)
-                else "too small for a vocabulary" if x.dtype in (torch.int8, torch.int16)
-                else "not an integer type")
-        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long or torch.int32); "
-                        f"got dtype {x.dtype} ({kind}). Convert with {name}.long().")
+        kind = (
+            "unsigned, so -100 would wrap"
+            if x.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+            else "too small for a vocabulary"
+            if x.dtype in (torch.int8, torch.int16)
+            else "not an integer type"
+        )
+        raise TypeError(
+            f"{name} must be an integer tensor of token ids (torch.long or torch.int32); "
+            f"got dtype {x.dtype} ({kind}). Convert with {name}.long()."
+        )
     return x
 
 
-def require_labels_in_range(name: str, labels: torch.Tensor, vocab_size: int,
-                            ignore_index: int) -> None:
+def require_labels_in_range(name: str, labels: torch.Tensor, vocab_size: int, ignore_index: int) -> None:
     """Every label must be a token id in [0, V) or ``ignore_index``."""
     bad = (labels != ignore_index) & ((labels < 0) | (labels >= vocab_size))
     if bool(bad.any()):
         value = int(labels[bad][0])
         where = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(f"{name} holds {value} at position {where}, outside the vocabulary "
-                         f"[0, {vocab_size}) and not ignore_index={ignore_index}. Check the "
-                         f"tokenizer's vocabulary size, or mark padding with {ignore_index}.")
+        raise ValueError(
+            f"{name} holds {value} at position {where}, outside the vocabulary "
+            f"[0, {vocab_size}) and not ignore_index={ignore_index}. Check the "
+            f"tokenizer's vocabulary size, or mark padding with {ignore_index}."
+        )
 
 
 def require_positive_int(name: str, x) -> int:
@@ -76,8 +100,9 @@ def require_positive_int(name: str, x) -> int:
     return int(x)
 
 
-def require_int_scalar(name: str, x, *, min: int | None = None, max: int | None = None,
-                       tensor_ok: bool = False, hint: str = "") -> int:
+def require_int_scalar(
+    name: str, x, *, min: int | None = None, max: int | None = None, tensor_ok: bool = False, hint: str = ""
+) -> int:
     """A Python/NumPy int (never a bool, float or string) within [min, max], returned as int.
 
     ``tensor_ok=True`` also accepts a 0-d int64/int32 tensor (e.g. a count from ``.sum()``).
@@ -96,8 +121,16 @@ def require_int_scalar(name: str, x, *, min: int | None = None, max: int | None 
     return x
 
 
-def require_real(name: str, x, *, min: float | None = None, max: float | None = None,
-                 min_inclusive: bool = True, finite: bool = True, hint: str = "") -> float:
+def require_real(
+    name: str,
+    x,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    min_inclusive: bool = True,
+    finite: bool = True,
+    hint: str = "",
+) -> float:
     """A real number (int or float, never a bool or string), finite unless ``finite=False``,
     within ``min`` (inclusive unless ``min_inclusive=False``) and ``max`` (inclusive).
     ``hint`` (what the number is, how to fix it) is appended to the message."""
@@ -108,8 +141,9 @@ def require_real(name: str, x, *, min: float | None = None, max: float | None = 
     if math.isnan(x) or (finite and math.isinf(x)):
         raise ValueError(f"{name} must be a finite number; got {x}.{hint}")
     if min is not None and (x < min or (not min_inclusive and x == min)):
-        raise ValueError(f"{name} must be {'at least' if min_inclusive else 'greater than'} {min}; "
-                         f"got {x}.{hint}")
+        raise ValueError(
+            f"{name} must be {'at least' if min_inclusive else 'greater than'} {min}; got {x}.{hint}"
+        )
     if max is not None and x > max:
         raise ValueError(f"{name} must be at most {max}; got {x}.{hint}")
     return x
@@ -139,8 +173,9 @@ def require_token_ids(name: str, ids) -> torch.Tensor:
         return require_int(name, ids).long()
     if isinstance(ids, np.ndarray):
         if ids.dtype not in (np.int64, np.int32):
-            raise TypeError(f"{name} must hold int64 or int32 token ids; got a NumPy array of "
-                            f"dtype {ids.dtype}. {how}")
+            raise TypeError(
+                f"{name} must hold int64 or int32 token ids; got a NumPy array of dtype {ids.dtype}. {how}"
+            )
         return torch.from_numpy(np.ascontiguousarray(ids)).long()
     if not isinstance(ids, Sequence) or isinstance(ids, (str, bytes)):
         raise TypeError(f"{name} must be a list or tensor of token ids; got {_describe(ids)}. {how}")
@@ -155,19 +190,23 @@ def require_token_ids(name: str, ids) -> torch.Tensor:
 
 def require_generator(generator) -> None:
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be None or a torch.Generator (e.g. "
-                        f"torch.Generator().manual_seed(0)); got {_describe(generator)}.")
+        raise TypeError(
+            f"generator must be None or a torch.Generator (e.g. "
+            f"torch.Generator().manual_seed(0)); got {_describe(generator)}."
+        )
 
 
-def require_ids_in_range(name: str, ids: torch.Tensor, vocab_size: int | None = None,
-                         hint: str = "") -> torch.Tensor:
+def require_ids_in_range(
+    name: str, ids: torch.Tensor, vocab_size: int | None = None, hint: str = ""
+) -> torch.Tensor:
     """Every id in ``ids`` is >= 0 and, when ``vocab_size`` is given, below it."""
     if ids.numel():
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or (vocab_size is not None and hi >= vocab_size):
             where = f"in [0, {vocab_size})" if vocab_size is not None else ">= 0"
-            raise ValueError(f"{name} must be token ids {where}; got values from {lo} to {hi}."
-                             f"{' ' + hint if hint else ''}")
+            raise ValueError(
+                f"{name} must be token ids {where}; got values from {lo} to {hi}.{' ' + hint if hint else ''}"
+            )
     return ids
 
 
@@ -175,8 +214,10 @@ def require_documents(name: str, documents) -> list[list[int]]:
     """A non-empty sequence of non-empty token-id sequences (lists, tuples, 1-D tensors or
     arrays) holding non-negative ints only (never floats, bools or -100), as lists of int."""
     if isinstance(documents, torch.Tensor) or not isinstance(documents, Sequence) or not documents:
-        raise TypeError(f"{name} must be a non-empty list of token-id lists (or 1-D tensors); "
-                        f"got {type(documents).__name__}.")
+        raise TypeError(
+            f"{name} must be a non-empty list of token-id lists (or 1-D tensors); "
+            f"got {type(documents).__name__}."
+        )
     out = []
     for k, doc in enumerate(documents):
         if isinstance(doc, (torch.Tensor, np.ndarray)) and doc.ndim == 1:
@@ -184,17 +225,23 @@ def require_documents(name: str, documents) -> list[list[int]]:
         elif isinstance(doc, Sequence) and not isinstance(doc, (str, bytes)):
             tokens = list(doc)
         else:
-            raise TypeError(f"{name}[{k}] must be a list of token ids (or a 1-D tensor); got "
-                            f"{_describe(doc)}. {name} is a list of documents: wrap a single "
-                            "document as [ids].")
+            raise TypeError(
+                f"{name}[{k}] must be a list of token ids (or a 1-D tensor); got "
+                f"{_describe(doc)}. {name} is a list of documents: wrap a single "
+                "document as [ids]."
+            )
         if not tokens:
             raise ValueError(f"{name}[{k}] is empty; drop empty documents before packing.")
-        if not all(isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_))
-                   and t >= 0 for t in tokens):
-            raise TypeError(f"{name}[{k}] must hold non-negative int token ids; got "
-                            f"{tokens[:8]}{'...' if len(tokens) > 8 else ''}.")
+        if not all(
+            isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_)) and t >= 0 for t in tokens
+        ):
+            raise TypeError(
+                f"{name}[{k}] must hold non-negative int token ids; got "
+                f"{tokens[:8]}{'...' if len(tokens) > 8 else ''}."
+            )
         if max(tokens) > INT64_MAX:
-            raise ValueError(f"{name}[{k}] holds the token id {max(tokens)}, too large for "
-                             "int64; is it really a token id?")
+            raise ValueError(
+                f"{name}[{k}] holds the token id {max(tokens)}, too large for int64; is it really a token id?"
+            )
         out.append([int(t) for t in tokens])
     return out

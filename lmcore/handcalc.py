@@ -4,6 +4,7 @@
 computed in float64 and stays finite for logits of any size (|z| ~ 1000 included) because the
 maximum is subtracted before exponentiating: softmax(z) = softmax(z - c) for any constant c.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,20 +16,25 @@ def _logits(z) -> np.ndarray:
     how = "Pass the V logits of one position as a list of numbers, e.g. [2.0, 1.0, 0.1]."
     if isinstance(z, (list, tuple)) and any(isinstance(v, (bool, np.bool_, str, bytes)) for v in z):
         raise TypeError(f"z must be a list or 1-D array of numbers (logits); got {z!r:.80}. {how}")
-    if hasattr(z, "detach") and hasattr(z, "numpy"):           # a torch tensor, even one needing grad
+    if hasattr(z, "detach") and hasattr(z, "numpy"):  # a torch tensor, even one needing grad
         z = z.detach().cpu().numpy()
     try:
         raw = np.asarray(z)
-    except ValueError as exc:                                  # ragged nested lists
-        raise ValueError(f"z must be a non-empty 1-D list of logits for one position; got "
-                         f"{z!r:.80} ({exc}). {how}") from None
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(
+            f"z must be a non-empty 1-D list of logits for one position; got {z!r:.80} ({exc}). {how}"
+        ) from None
     if raw.dtype.kind not in "iuf":
-        raise TypeError(f"z must be a list or 1-D array of numbers (logits); got {z!r:.80} "
-                        f"(NumPy dtype {raw.dtype}). {how}")
+        raise TypeError(
+            f"z must be a list or 1-D array of numbers (logits); got {z!r:.80} "
+            f"(NumPy dtype {raw.dtype}). {how}"
+        )
     arr = raw.astype(np.float64)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"z must be a non-empty 1-D list of logits for one position; got shape "
-                         f"{arr.shape}. For a batch, call it once per position.")
+        raise ValueError(
+            f"z must be a non-empty 1-D list of logits for one position; got shape "
+            f"{arr.shape}. For a batch, call it once per position."
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"z must hold finite logits; got {arr.tolist()[:8]}.")
     return arr

@@ -5,13 +5,20 @@ shifts inside (through :func:`lmcore.shift.shift_for_next_token`, the one place 
 ``chunked_causal_lm_loss`` gives the same value and gradients from hidden states (N, L, D) and
 the output weight (V, D) without ever holding the whole (N, L, V) logits or their gradient.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ._validate import (require_float, require_int, require_int_scalar,
-                        require_labels_in_range, require_positive_int, require_tensor)
+from ._validate import (
+    require_float,
+    require_int,
+    require_int_scalar,
+    require_labels_in_range,
+    require_positive_int,
+    require_tensor,
+)
 from .shift import IGNORE_INDEX, shift_for_next_token
 
 __all__ = ["causal_lm_loss", "chunked_causal_lm_loss"]
@@ -36,41 +43,61 @@ def _denominator(reduction: str, n_valid: int, num_items):
     if num_items is not None:
         if reduction != "mean":
             raise ValueError(f"num_items only applies to reduction='mean'; got reduction={reduction!r}.")
-        n = require_int_scalar("num_items", num_items, tensor_ok=True,
-                               hint="It counts the valid targets of the whole accumulated batch: "
-                                    "sum(num_valid_targets(labels) for each micro-batch).")
+        n = require_int_scalar(
+            "num_items",
+            num_items,
+            tensor_ok=True,
+            hint="It counts the valid targets of the whole accumulated batch: "
+            "sum(num_valid_targets(labels) for each micro-batch).",
+        )
         if n < 1:
             raise ValueError(f"num_items must be a positive count of valid targets; got {n}.")
         if n < n_valid:
-            raise ValueError(f"num_items must be at least the number of valid targets in this "
-                             f"batch ({n_valid}); got {n}. It counts the valid targets of the "
-                             "whole accumulated batch, so it can never be smaller than one "
-                             "micro-batch's count.")
+            raise ValueError(
+                f"num_items must be at least the number of valid targets in this "
+                f"batch ({n_valid}); got {n}. It counts the valid targets of the "
+                "whole accumulated batch, so it can never be smaller than one "
+                "micro-batch's count."
+            )
         return float(n)
     if reduction == "mean":
         if n_valid == 0:
-            raise ValueError("no valid target: every label after the shift is ignore_index, so the "
-                             "mean is 0/0. Check the labels (is everything padding?) or pass "
-                             "num_items (the whole accumulated batch's count).")
+            raise ValueError(
+                "no valid target: every label after the shift is ignore_index, so the "
+                "mean is 0/0. Check the labels (is everything padding?) or pass "
+                "num_items (the whole accumulated batch's count)."
+            )
         return float(n_valid)
     return 1.0
 
 
 def _require_ignore_index(ignore_index) -> int:
-    return require_int_scalar("ignore_index", ignore_index, tensor_ok=True,
-                              hint=f"It is the label value that marks an unscored target "
-                                   f"(lmcore uses IGNORE_INDEX = {IGNORE_INDEX}).")
+    return require_int_scalar(
+        "ignore_index",
+        ignore_index,
+        tensor_ok=True,
+        hint=f"It is the label value that marks an unscored target "
+        f"(lmcore uses IGNORE_INDEX = {IGNORE_INDEX}).",
+    )
 
 
 def _require_finite(name: str, x: torch.Tensor) -> None:
     """One pass, no (N, L, V) temporary: NaN shows in both extremes, inf in one of them."""
     if x.numel() and not bool(torch.isfinite(torch.stack(x.aminmax())).all()):
-        raise ValueError(f"{name} contain NaN or inf; the loss would be NaN. The model's forward "
-                         "pass diverged (check the learning rate, the init, or fp16 overflow).")
+        raise ValueError(
+            f"{name} contain NaN or inf; the loss would be NaN. The model's forward "
+            "pass diverged (check the learning rate, the init, or fp16 overflow)."
+        )
 
 
-def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
-                   reduction: str = "mean", num_items=None) -> torch.Tensor:
+def causal_lm_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    ignore_index: int = IGNORE_INDEX,
+    reduction: str = "mean",
+    num_items=None,
+) -> torch.Tensor:
     """Next-token cross-entropy of ``logits`` (N, L, V) against ``labels`` (N, L).
 
     ``labels`` is aligned with the input (usually ``input_ids`` with ``ignore_index`` at
@@ -85,15 +112,20 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: 
     shift_logits, shift_labels = shift_for_next_token(logits, labels)
     V = logits.shape[-1]
     if V == 0:
-        raise ValueError(f"logits must score at least one token (V >= 1); got shape "
-                         f"{tuple(logits.shape)}. The last dimension is the vocabulary.")
+        raise ValueError(
+            f"logits must score at least one token (V >= 1); got shape "
+            f"{tuple(logits.shape)}. The last dimension is the vocabulary."
+        )
     require_labels_in_range("labels", shift_labels, V, ignore_index)
     _require_finite("logits", shift_logits)
     valid = shift_labels != ignore_index
     denom = _denominator(reduction, int(valid.sum()), num_items)
-    nll = F.cross_entropy(shift_logits.reshape(-1, V).to(_compute_dtype(logits.dtype)),
-                          shift_labels.reshape(-1).long(), ignore_index=ignore_index,
-                          reduction="none")
+    nll = F.cross_entropy(
+        shift_logits.reshape(-1, V).to(_compute_dtype(logits.dtype)),
+        shift_labels.reshape(-1).long(),
+        ignore_index=ignore_index,
+        reduction="none",
+    )
     nll = nll.view(shift_labels.shape)
     if reduction == "none":
         return nll
@@ -116,24 +148,24 @@ class _ChunkedLinearCE(torch.autograd.Function):
         need_h = need_grad and ctx.needs_input_grad[0]
         need_w = need_grad and ctx.needs_input_grad[1]
         idx = (y != ignore_index).nonzero().squeeze(1)
-        hv, yv = h.index_select(0, idx), y.index_select(0, idx)     # (T_valid, D), (T_valid,)
+        hv, yv = h.index_select(0, idx), y.index_select(0, idx)  # (T_valid, D), (T_valid,)
         wc = w.to(dt)
         total = torch.zeros((), dtype=dt, device=h.device)
         grad_hv = torch.empty_like(hv, dtype=dt) if need_h else None
         grad_w = torch.zeros_like(wc) if need_w else None
         for start in range(0, hv.shape[0], chunk_size):
-            hc, yc = hv[start:start + chunk_size].to(dt), yv[start:start + chunk_size, None]
-            z = hc @ wc.T                                        # (C, V) logits
-            z_y = z.gather(1, yc)                                # (C, 1) target logits
+            hc, yc = hv[start : start + chunk_size].to(dt), yv[start : start + chunk_size, None]
+            z = hc @ wc.T  # (C, V) logits
+            z_y = z.gather(1, yc)  # (C, 1) target logits
             m = z.amax(dim=1, keepdim=True)
             z.sub_(m).exp_()
             s = z.sum(dim=1, keepdim=True)
-            total += (s.log() + m - z_y).sum()                   # logsumexp - z_y
+            total += (s.log() + m - z_y).sum()  # logsumexp - z_y
             if need_h or need_w:
-                z.mul_(scale / s)                                # scale * softmax, in place
+                z.mul_(scale / s)  # scale * softmax, in place
                 z.scatter_add_(1, yc, torch.full_like(z_y, -scale))  # - scale * onehot
                 if need_h:
-                    torch.matmul(z, wc, out=grad_hv[start:start + chunk_size])
+                    torch.matmul(z, wc, out=grad_hv[start : start + chunk_size])
                 if need_w:
                     grad_w.addmm_(z.T, hc)
         grad_h = None
@@ -148,15 +180,22 @@ class _ChunkedLinearCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
-        if not bool(grad_out == 1):                              # usually loss.backward(): 1
+        if not bool(grad_out == 1):  # usually loss.backward(): 1
             grad_h = None if grad_h is None else grad_h * grad_out
             grad_w = None if grad_w is None else grad_w * grad_out
         return grad_h, grad_w, None, None, None, None, None
 
 
-def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, *,
-                           chunk_size: int | None = None, ignore_index: int = IGNORE_INDEX,
-                           reduction: str = "mean", num_items=None) -> torch.Tensor:
+def chunked_causal_lm_loss(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    chunk_size: int | None = None,
+    ignore_index: int = IGNORE_INDEX,
+    reduction: str = "mean",
+    num_items=None,
+) -> torch.Tensor:
     """``causal_lm_loss(hidden @ weight.T, labels)`` without the whole (N, L, V) logits.
 
     ``hidden`` (N, L, D) are the final hidden states, ``weight`` (V, D) the output projection
@@ -176,28 +215,35 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
     N, L, D = hidden.shape
     V = weight.shape[0]
     if V == 0:
-        raise ValueError(f"weight must have at least one row (V >= 1, shape (V, D)); got shape "
-                         f"{tuple(weight.shape)}.")
+        raise ValueError(
+            f"weight must have at least one row (V >= 1, shape (V, D)); got shape {tuple(weight.shape)}."
+        )
     if weight.shape[1] != D:
-        raise ValueError(f"weight must have shape (V, D) with D = {D} (hidden's last dim); got "
-                         f"{tuple(weight.shape)}. Pass the output projection, e.g. model.lm_head.weight.")
+        raise ValueError(
+            f"weight must have shape (V, D) with D = {D} (hidden's last dim); got "
+            f"{tuple(weight.shape)}. Pass the output projection, e.g. model.lm_head.weight."
+        )
     if tuple(labels.shape) != (N, L):
-        raise ValueError(f"labels must have shape (N, L) = {(N, L)} to match hidden; got "
-                         f"{tuple(labels.shape)}.")
+        raise ValueError(
+            f"labels must have shape (N, L) = {(N, L)} to match hidden; got {tuple(labels.shape)}."
+        )
     if weight.dtype != hidden.dtype:
-        raise TypeError(f"weight must have hidden's dtype {hidden.dtype}; got {weight.dtype}. "
-                        "Cast one of them (e.g. under torch.autocast both come out alike).")
+        raise TypeError(
+            f"weight must have hidden's dtype {hidden.dtype}; got {weight.dtype}. "
+            "Cast one of them (e.g. under torch.autocast both come out alike)."
+        )
     if chunk_size is not None:
         chunk_size = require_positive_int("chunk_size", chunk_size)
     if reduction == "none" or N * max(L - 1, 0) * V <= _DENSE_MAX_ELEMENTS:
         # Small (or per-token) problems: plain logits through the dense loss, nothing to save.
-        return causal_lm_loss(hidden @ weight.T, labels, ignore_index=ignore_index,
-                              reduction=reduction, num_items=num_items)
-    shift_hidden, shift_labels = shift_for_next_token(hidden, labels)     # (N, L-1, D), (N, L-1)
+        return causal_lm_loss(
+            hidden @ weight.T, labels, ignore_index=ignore_index, reduction=reduction, num_items=num_items
+        )
+    shift_hidden, shift_labels = shift_for_next_token(hidden, labels)  # (N, L-1, D), (N, L-1)
     require_labels_in_range("labels", shift_labels, V, ignore_index)
-    y = shift_labels.reshape(-1).long()                                     # (N * (L-1),)
+    y = shift_labels.reshape(-1).long()  # (N * (L-1),)
     denom = _denominator(reduction, int((y != ignore_index).sum()), num_items)
-    h = shift_hidden.reshape(-1, D)                                         # (N * (L-1), D)
+    h = shift_hidden.reshape(-1, D)  # (N * (L-1), D)
     rows = chunk_size or max(1, _CHUNK_ELEMENTS // V)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss = _ChunkedLinearCE.apply(h, weight, y, rows, ignore_index, 1.0 / denom, need_grad)

@@ -7,6 +7,7 @@ first loss on random tokens sits within a few hundredths of ln V (normal(0, init
 residual projections scaled by 1/sqrt(2 n_layer), a small initial gain on the final LayerNorm). The model returns logits
 only: the label shift and the loss live in :mod:`lmcore.shift` and :mod:`lmcore.loss`.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,6 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -28,14 +28,15 @@ __all__ = ["GPTConfig", "GPT"]
 @dataclass
 class GPTConfig:
     """Sizes of a :class:`GPT`. The defaults build a model that trains on a CPU in seconds."""
+
     vocab_size: int = 65
-    block_size: int = 64        # longest input the position table covers
+    block_size: int = 64  # longest input the position table covers
     n_layer: int = 2
     n_head: int = 2
-    n_embd: int = 64            # D, the width
+    n_embd: int = 64  # D, the width
     dropout: float = 0.0
-    bias: bool = True           # biases in Linear and LayerNorm layers
-    init_std: float = 0.02      # std of the normal init; residual projections get / sqrt(2 n_layer)
+    bias: bool = True  # biases in Linear and LayerNorm layers
+    init_std: float = 0.02  # std of the normal init; residual projections get / sqrt(2 n_layer)
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -46,16 +47,22 @@ class GPTConfig:
                 raise ValueError(f"GPTConfig.{name} must be a positive int; got {value!r}.")
             setattr(self, name, int(value))
         if self.n_embd % self.n_head:
-            raise ValueError(f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head "
-                             f"({self.n_head}): each head gets n_embd // n_head dimensions.")
+            raise ValueError(
+                f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head "
+                f"({self.n_head}): each head gets n_embd // n_head dimensions."
+            )
         self.dropout = _real("dropout", self.dropout, "in [0, 1)")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}. "
-                             "It is the probability of zeroing an activation (0 turns it off).")
+            raise ValueError(
+                f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}. "
+                "It is the probability of zeroing an activation (0 turns it off)."
+            )
         self.init_std = _real("init_std", self.init_std, "positive")
         if not (self.init_std > 0 and math.isfinite(self.init_std)):
-            raise ValueError(f"GPTConfig.init_std must be positive and finite; got "
-                             f"{self.init_std!r}. It is the std of the normal init (GPT-2: 0.02).")
+            raise ValueError(
+                f"GPTConfig.init_std must be positive and finite; got "
+                f"{self.init_std!r}. It is the std of the normal init (GPT-2: 0.02)."
+            )
         if not isinstance(self.bias, (bool, np.bool_)):
             raise TypeError(f"GPTConfig.bias must be True or False; got {_describe(self.bias)}.")
         self.bias = bool(self.bias)
@@ -79,9 +86,14 @@ class CausalSelfAttention(nn.Module):
         N, L, D = x.shape
         q, k, v = self.c_attn(x).split(D, dim=2)
         q, k, v = (t.view(N, L, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(                     # (N, H, L, D/H)
-            q, k, v, attn_mask=attn_mask, is_causal=attn_mask is None,
-            dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(  # (N, H, L, D/H)
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            is_causal=attn_mask is None,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
         return self.resid_drop(self.c_proj(y.transpose(1, 2).reshape(N, L, D)))
 
 
@@ -118,17 +130,17 @@ class GPT(nn.Module):
         super().__init__()
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}.")
-        config.__post_init__()                  # a config edited after construction, checked again
+        config.__post_init__()  # a config edited after construction, checked again
         self.config = cfg = config
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)      # token embedding (V, D)
-        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)      # position embedding
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)  # token embedding (V, D)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)  # position embedding
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight                    # weight tying
+        self.lm_head.weight = self.wte.weight  # weight tying
         self.apply(self._init_weights)
-        resid_std = cfg.init_std / math.sqrt(2 * cfg.n_layer)    # residual sum stays ~unit scale
+        resid_std = cfg.init_std / math.sqrt(2 * cfg.n_layer)  # residual sum stays ~unit scale
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=resid_std)
@@ -155,25 +167,32 @@ class GPT(nn.Module):
         N, L = input_ids.shape
         V, block = self.config.vocab_size, self.config.block_size
         if L < 1 or L > block:
-            raise ValueError(f"input_ids has length L = {L}, but the model's block_size is {block} "
-                             f"(its position table ends there). Crop the input to the last {block} "
-                             "tokens, or build the model with a larger block_size.")
+            raise ValueError(
+                f"input_ids has length L = {L}, but the model's block_size is {block} "
+                f"(its position table ends there). Crop the input to the last {block} "
+                "tokens, or build the model with a larger block_size."
+            )
         if input_ids.numel() and bool(((input_ids < 0) | (input_ids >= V)).any()):
             lo, hi = int(input_ids.min()), int(input_ids.max())
-            raise ValueError(f"input_ids must be token ids in [0, {V}) (vocab_size); got values "
-                             f"from {lo} to {hi}. Is the tokenizer's vocabulary larger than "
-                             "GPTConfig.vocab_size, or is padding marked -100 in input_ids?")
+            raise ValueError(
+                f"input_ids must be token ids in [0, {V}) (vocab_size); got values "
+                f"from {lo} to {hi}. Is the tokenizer's vocabulary larger than "
+                "GPTConfig.vocab_size, or is padding marked -100 in input_ids?"
+            )
         for name, t in (("document_ids", document_ids), ("position_ids", position_ids)):
             if t is None:
                 continue
             require_tensor(name, t, 2, "(N, L)")
             require_int(name, t)
             if t.shape[1] != L or t.shape[0] not in (1, N):
-                raise ValueError(f"{name} must have shape (N, L) = {(N, L)} like input_ids; "
-                                 f"got {tuple(t.shape)}.")
+                raise ValueError(
+                    f"{name} must have shape (N, L) = {(N, L)} like input_ids; got {tuple(t.shape)}."
+                )
         if position_ids is not None and bool(((position_ids < 0) | (position_ids >= block)).any()):
-            raise ValueError(f"position_ids must lie in [0, {block}) (block_size); got values from "
-                             f"{int(position_ids.min())} to {int(position_ids.max())}.")
+            raise ValueError(
+                f"position_ids must lie in [0, {block}) (block_size); got values from "
+                f"{int(position_ids.min())} to {int(position_ids.max())}."
+            )
 
     def hidden_states(self, input_ids: torch.Tensor, *, document_ids=None, position_ids=None):
         """Final hidden states (N, L, D), after the last LayerNorm.
@@ -185,13 +204,13 @@ class GPT(nn.Module):
         self._check_inputs(input_ids, document_ids, position_ids)
         L = input_ids.shape[1]
         if position_ids is None:
-            position_ids = torch.arange(L, device=input_ids.device)[None]   # (1, L)
+            position_ids = torch.arange(L, device=input_ids.device)[None]  # (1, L)
         attn_mask = None
         if document_ids is not None:
             if document_ids.shape[0] != input_ids.shape[0]:
                 document_ids = document_ids.expand(input_ids.shape[0], L)
-            attn_mask = document_causal_mask(document_ids)[:, None]          # (N, 1, L, L)
-        x = self.drop(self.wte(input_ids) + self.wpe(position_ids))          # (N, L, D)
+            attn_mask = document_causal_mask(document_ids)[:, None]  # (N, 1, L, L)
+        x = self.drop(self.wte(input_ids) + self.wpe(position_ids))  # (N, L, D)
         for block in self.blocks:
             x = block(x, attn_mask)
         return self.ln_f(x)
@@ -202,8 +221,9 @@ class GPT(nn.Module):
         Causal; with ``document_ids`` (N, L) a position attends only to earlier positions of
         its own document. ``position_ids`` (N, L) default to 0..L-1.
         """
-        return self.lm_head(self.hidden_states(input_ids, document_ids=document_ids,
-                                               position_ids=position_ids))
+        return self.lm_head(
+            self.hidden_states(input_ids, document_ids=document_ids, position_ids=position_ids)
+        )
 
     def num_parameters(self, non_embedding: bool = True) -> int:
         """Parameter count (the tied embedding counted once).
@@ -222,7 +242,6 @@ class GPT(nn.Module):
         PaLM/nanoGPT convention, not halved for the causal mask). ``seq_len`` defaults to
         block_size. Divide (tokens/s * flops_per_token) by the device's peak for MFU.
         """
-        L = (self.config.block_size if seq_len is None
-             else require_int_scalar("seq_len", seq_len, min=1))
+        L = self.config.block_size if seq_len is None else require_int_scalar("seq_len", seq_len, min=1)
         c = self.config
         return 6.0 * self.num_parameters() + 12.0 * c.n_layer * c.n_embd * L

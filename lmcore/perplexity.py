@@ -3,6 +3,7 @@
 Perplexity is exp(total NLL / total valid targets). Averaging per-batch means (or per-batch
 perplexities) weights a short batch like a long one and gives a different, wrong number.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,7 @@ from ._validate import require_int_scalar, require_real
 from .loss import causal_lm_loss
 from .shift import IGNORE_INDEX, num_valid_targets
 
-__all__ = ["LN2", "nats_to_bits", "bits_to_nats", "perplexity_from_nll", "bits_per_byte",
-           "PerplexityMeter"]
+__all__ = ["LN2", "nats_to_bits", "bits_to_nats", "perplexity_from_nll", "bits_per_byte", "PerplexityMeter"]
 
 LN2 = math.log(2.0)
 
@@ -46,8 +46,9 @@ def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
     Unlike perplexity this does not depend on the tokenizer, so it compares models that split
     text differently. From a mean loss: ``bits_per_byte(mean_nll * n_tokens, n_bytes)``.
     """
-    n_bytes = require_int_scalar("n_bytes", n_bytes,
-                                 hint="It is the text's length in UTF-8 bytes: len(text.encode()).")
+    n_bytes = require_int_scalar(
+        "n_bytes", n_bytes, hint="It is the text's length in UTF-8 bytes: len(text.encode())."
+    )
     if n_bytes <= 0:
         raise ValueError(f"n_bytes must be positive; got {n_bytes}.")
     total = require_real("total_nll_nats", total_nll_nats, min=0.0)
@@ -75,18 +76,21 @@ class PerplexityMeter:
 
     def update_sums(self, total_nll: float, n_tokens: int) -> None:
         """Add a precomputed summed NLL (nats) over ``n_tokens`` valid targets."""
-        n_tokens = require_int_scalar("n_tokens", n_tokens, tensor_ok=True,
-                                      hint="Pass the count of valid targets (num_valid_targets).")
+        n_tokens = require_int_scalar(
+            "n_tokens", n_tokens, tensor_ok=True, hint="Pass the count of valid targets (num_valid_targets)."
+        )
         if n_tokens < 0:
             raise ValueError(f"n_tokens must be a non-negative int; got {n_tokens!r}.")
-        if isinstance(total_nll, torch.Tensor) and total_nll.dim() == 0 \
-                and total_nll.is_floating_point():
+        if isinstance(total_nll, torch.Tensor) and total_nll.dim() == 0 and total_nll.is_floating_point():
             total_nll = float(total_nll)
-        total_nll = require_real("total_nll", total_nll, min=0,
-                                 hint="It is a finite, non-negative sum of NLLs in nats.")
+        total_nll = require_real(
+            "total_nll", total_nll, min=0, hint="It is a finite, non-negative sum of NLLs in nats."
+        )
         if n_tokens == 0 and total_nll != 0:
-            raise ValueError(f"total_nll must be 0 when n_tokens is 0 (no target, no loss); got "
-                             f"{total_nll}. Pass the summed NLL together with its own count.")
+            raise ValueError(
+                f"total_nll must be 0 when n_tokens is 0 (no target, no loss); got "
+                f"{total_nll}. Pass the summed NLL together with its own count."
+            )
         if not math.isfinite(self.total_nll + total_nll):
             raise ValueError(f"total_nll {total_nll} would make the running sum overflow to inf.")
         self.total_nll += total_nll
@@ -109,5 +113,7 @@ class PerplexityMeter:
     def __repr__(self) -> str:
         if self.n_tokens == 0:
             return "PerplexityMeter(n_tokens=0)"
-        return (f"PerplexityMeter(n_tokens={self.n_tokens}, mean_nll={self.mean_nll:.4f}, "
-                f"perplexity={self.perplexity:.4f})")
+        return (
+            f"PerplexityMeter(n_tokens={self.n_tokens}, mean_nll={self.mean_nll:.4f}, "
+            f"perplexity={self.perplexity:.4f})"
+        )

@@ -5,20 +5,36 @@ are a guess at token t+1. The shift in :func:`shift_for_next_token` is the only 
 that pairs them up. Everything else here builds ``labels`` (N, L), aligned with ``input_ids``,
 where ``IGNORE_INDEX`` (-100) marks a target that must not be scored.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Sequence
 
 import torch
 
-from ._validate import (INT64_MAX, require_choice, require_documents, require_int, require_int_scalar,
-                        require_positive_int, require_tensor)
+from ._validate import (
+    INT64_MAX,
+    require_choice,
+    require_documents,
+    require_int,
+    require_int_scalar,
+    require_positive_int,
+    require_tensor,
+)
 
-__all__ = ["IGNORE_INDEX", "shift_for_next_token", "num_valid_targets",
-           "labels_from_attention_mask", "mask_cross_document_targets", "PackedBatch",
-           "pack_documents", "PACKING_POLICIES", "document_causal_mask",
-           "position_ids_from_attention_mask"]
+__all__ = [
+    "IGNORE_INDEX",
+    "shift_for_next_token",
+    "num_valid_targets",
+    "labels_from_attention_mask",
+    "mask_cross_document_targets",
+    "PackedBatch",
+    "pack_documents",
+    "PACKING_POLICIES",
+    "document_causal_mask",
+    "position_ids_from_attention_mask",
+]
 
 IGNORE_INDEX = -100
 
@@ -34,12 +50,16 @@ def shift_for_next_token(logits: torch.Tensor, labels: torch.Tensor):
     require_tensor("labels", labels, 2, "(N, L)")
     require_int("labels", labels)
     if tuple(labels.shape) != tuple(logits.shape[:2]):
-        raise ValueError(f"labels must have shape (N, L) = {tuple(logits.shape[:2])} to match "
-                         f"logits (N, L, V) = {tuple(logits.shape)}; got {tuple(labels.shape)}. "
-                         "Pass labels = input_ids (unshifted): the shift happens here.")
+        raise ValueError(
+            f"labels must have shape (N, L) = {tuple(logits.shape[:2])} to match "
+            f"logits (N, L, V) = {tuple(logits.shape)}; got {tuple(labels.shape)}. "
+            "Pass labels = input_ids (unshifted): the shift happens here."
+        )
     if logits.shape[1] < 2:
-        raise ValueError(f"a sequence needs L >= 2 tokens to give a next-token target; got "
-                         f"L = {logits.shape[1]}. Use longer rows (or add a BOS token).")
+        raise ValueError(
+            f"a sequence needs L >= 2 tokens to give a next-token target; got "
+            f"L = {logits.shape[1]}. Use longer rows (or add a BOS token)."
+        )
     return logits[:, :-1, :], labels[:, 1:]
 
 
@@ -53,11 +73,15 @@ def num_valid_targets(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) ->
 
 def _require_01_mask(attention_mask: torch.Tensor) -> None:
     if attention_mask.is_complex():
-        raise TypeError(f"attention_mask must be a tensor of 0/1 (bool, integer or float); got "
-                        f"dtype {attention_mask.dtype}.")
+        raise TypeError(
+            f"attention_mask must be a tensor of 0/1 (bool, integer or float); got "
+            f"dtype {attention_mask.dtype}."
+        )
     if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
-        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token); got "
-                         f"values {sorted(set(attention_mask.unique().tolist()))[:6]}.")
+        raise ValueError(
+            "attention_mask must hold only 0 (padding) and 1 (real token); got "
+            f"values {sorted(set(attention_mask.unique().tolist()))[:6]}."
+        )
 
 
 def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -80,8 +104,10 @@ def labels_from_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Te
     require_int("input_ids", input_ids)
     require_tensor("attention_mask", attention_mask, 2, "(N, L)")
     if attention_mask.shape != input_ids.shape:
-        raise ValueError(f"attention_mask must have the shape of input_ids "
-                         f"{tuple(input_ids.shape)}; got {tuple(attention_mask.shape)}.")
+        raise ValueError(
+            f"attention_mask must have the shape of input_ids "
+            f"{tuple(input_ids.shape)}; got {tuple(attention_mask.shape)}."
+        )
     _require_01_mask(attention_mask)
     labels = input_ids.clone()
     labels[attention_mask == 0] = IGNORE_INDEX
@@ -100,8 +126,10 @@ def mask_cross_document_targets(labels: torch.Tensor, document_ids: torch.Tensor
     require_tensor("document_ids", document_ids, 2, "(N, L)")
     require_int("document_ids", document_ids)
     if document_ids.shape != labels.shape:
-        raise ValueError(f"document_ids must have the shape of labels {tuple(labels.shape)}; "
-                         f"got {tuple(document_ids.shape)}.")
+        raise ValueError(
+            f"document_ids must have the shape of labels {tuple(labels.shape)}; "
+            f"got {tuple(document_ids.shape)}."
+        )
     out = labels.clone()
     starts = document_ids[:, 1:] != document_ids[:, :-1]
     out[:, 1:][starts] = IGNORE_INDEX
@@ -111,13 +139,14 @@ def mask_cross_document_targets(labels: torch.Tensor, document_ids: torch.Tensor
 @dataclass
 class PackedBatch:
     """Rows of packed documents; every field is (N, block_size)."""
+
     input_ids: torch.Tensor
     labels: torch.Tensor
     document_ids: torch.Tensor
     position_ids: torch.Tensor
     attention_mask: torch.Tensor
 
-    def to(self, device) -> "PackedBatch":
+    def to(self, device) -> PackedBatch:
         return PackedBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
@@ -136,8 +165,10 @@ def _packing_inputs(documents, block_size, eos_id, pad_id):
     eos_id = require_int_scalar("eos_id", eos_id, min=0, max=INT64_MAX, hint="(a token id)")
     pad_id = require_int_scalar("pad_id", pad_id, min=0, max=INT64_MAX, hint="(a token id)")
     if eos_id == pad_id:
-        raise ValueError(f"pad_id must differ from eos_id (both are {eos_id}): if padding looks "
-                         "like EOS, the model cannot learn when to stop. Use a dedicated PAD id.")
+        raise ValueError(
+            f"pad_id must differ from eos_id (both are {eos_id}): if padding looks "
+            "like EOS, the model cannot learn when to stop. Use a dedicated PAD id."
+        )
     return require_documents("documents", documents), block_size, eos_id, pad_id
 
 
@@ -149,14 +180,15 @@ def _restart_positions(document_ids: torch.Tensor) -> torch.Tensor:
     return t - torch.where(start, t, 0).cummax(dim=1).values
 
 
-def _stream_rows(ids: torch.Tensor, document_ids: torch.Tensor, rows: torch.Tensor, block_size: int,
-                 pad_id: int) -> PackedBatch:
+def _stream_rows(
+    ids: torch.Tensor, document_ids: torch.Tensor, rows: torch.Tensor, block_size: int, pad_id: int
+) -> PackedBatch:
     """Rows ``rows`` (1-D indices) of a packed stream cut every ``block_size`` tokens.
 
     ``ids`` and ``document_ids`` are 1-D and aligned; document id -1, and everything past the
     end of the stream, is padding. The one place labels, masks and positions of packing are made.
     """
-    flat = rows[:, None] * block_size + torch.arange(block_size)          # (N, L) stream offsets
+    flat = rows[:, None] * block_size + torch.arange(block_size)  # (N, L) stream offsets
     real = flat < len(ids)
     flat = flat.clamp(max=len(ids) - 1)
     doc = torch.where(real, document_ids[flat].long(), -1)
@@ -166,8 +198,9 @@ def _stream_rows(ids: torch.Tensor, document_ids: torch.Tensor, rows: torch.Tens
     return PackedBatch(input_ids, labels, doc, _restart_positions(doc), attention_mask)
 
 
-def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_id: int,
-                   pad_id: int, policy: str = "stream") -> PackedBatch:
+def pack_documents(
+    documents: Sequence[Sequence[int]], block_size: int, *, eos_id: int, pad_id: int, policy: str = "stream"
+) -> PackedBatch:
     """Each document followed by EOS, in order, in rows of ``block_size``.
 
     ``policy="stream"`` (the default) concatenates them and cuts the stream into rows: only the
@@ -186,9 +219,11 @@ def pack_documents(documents: Sequence[Sequence[int]], block_size: int, *, eos_i
         n = len(tokens) + 1
         if policy == "whole":
             if n > block_size:
-                raise ValueError(f"documents[{k}] has {len(tokens)} tokens; policy 'whole' needs 1 to "
-                                 f"block_size - 1 = {block_size - 1} tokens (plus its EOS).")
-            room = -len(ids) % block_size                   # free places in the current row
+                raise ValueError(
+                    f"documents[{k}] has {len(tokens)} tokens; policy 'whole' needs 1 to "
+                    f"block_size - 1 = {block_size - 1} tokens (plus its EOS)."
+                )
+            room = -len(ids) % block_size  # free places in the current row
             if n > room:
                 ids, docs = ids + [pad_id] * room, docs + [-1] * room
         ids += tokens + [eos_id]

@@ -1,10 +1,22 @@
 """Shared helpers for the adversarial test modules (tests/test_adversarial_*.py)."""
+
 import pytest
 import torch
 
 # Every tensor dtype that must be refused where token ids or labels enter (int64/int32 only).
-BAD_ID_DTYPES = [torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,
-                 torch.bool, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+BAD_ID_DTYPES = [
+    torch.uint8,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.int8,
+    torch.int16,
+    torch.bool,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
 GOOD_ID_DTYPES = [torch.int64, torch.int32]
 # Values that are not an int (for int-valued settings): bools, floats, strings, tensors, None.
 NOT_INTS = [True, False, 2.0, 2.5, "2", None, float("inf"), float("nan"), [2]]
@@ -19,6 +31,7 @@ def ids_tensor(values, dtype):
 
 def raises(exc, *fragments):
     """pytest.raises that also checks the message mentions every fragment (case-sensitive)."""
+
     class _Check:
         def __enter__(self):
             self.ctx = pytest.raises(exc)
@@ -31,4 +44,5 @@ def raises(exc, *fragments):
             for f in fragments:
                 assert f in msg, f"{f!r} not in message: {msg}"
             return suppressed
+
     return _Check()

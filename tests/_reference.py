@@ -1,4 +1,5 @@
 """Independent references shared by the core tests: plain Python loops, no lmcore code."""
+
 import math
 
 from lmcore.shift import IGNORE_INDEX  # the constant only

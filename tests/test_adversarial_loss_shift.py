@@ -1,19 +1,28 @@
 """Adversarial inputs for the loss, the shift and the masks: every bad input is refused with a
 TypeError/ValueError naming the argument; unusual but valid inputs give the reference value."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _adversarial import BAD_ID_DTYPES, GOOD_ID_DTYPES, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
 import lmcore.loss
-from lmcore import (IGNORE_INDEX, PerplexityMeter, causal_lm_loss, chunked_causal_lm_loss,
-                    document_causal_mask, labels_from_attention_mask, mask_cross_document_targets,
-                    num_valid_targets, shift_for_next_token)
-from _adversarial import BAD_ID_DTYPES, GOOD_ID_DTYPES, raises
+from lmcore import (
+    IGNORE_INDEX,
+    PerplexityMeter,
+    causal_lm_loss,
+    chunked_causal_lm_loss,
+    document_causal_mask,
+    labels_from_attention_mask,
+    mask_cross_document_targets,
+    num_valid_targets,
+    shift_for_next_token,
+)
 
 g = torch.Generator().manual_seed(0)
 LOGITS = torch.randn(2, 5, 7, generator=g)
@@ -39,10 +48,11 @@ ENTRIES = {
     "shift_for_next_token": ("labels", lambda y: shift_for_next_token(LOGITS, y)),
     "num_valid_targets": ("labels", lambda y: num_valid_targets(y)),
     "mask_cross_document_targets/labels": ("labels", lambda y: mask_cross_document_targets(y, DOCS)),
-    "mask_cross_document_targets/document_ids":
-        ("document_ids", lambda y: mask_cross_document_targets(LABELS, y)),
-    "labels_from_attention_mask": ("input_ids",
-                                   lambda y: labels_from_attention_mask(y, torch.ones(2, 5))),
+    "mask_cross_document_targets/document_ids": (
+        "document_ids",
+        lambda y: mask_cross_document_targets(LABELS, y),
+    ),
+    "labels_from_attention_mask": ("input_ids", lambda y: labels_from_attention_mask(y, torch.ones(2, 5))),
     "document_causal_mask": ("document_ids", lambda y: document_causal_mask(y)),
     "PerplexityMeter.update": ("labels", lambda y: PerplexityMeter().update(LOGITS, y)),
 }
@@ -84,13 +94,17 @@ BAD_IGNORE = [None, 1.5, True, "x", [IGNORE_INDEX], torch.tensor([-100, -100]), 
 
 
 @pytest.mark.parametrize("bad", BAD_IGNORE, ids=repr)
-@pytest.mark.parametrize("fn", [
-    lambda ii: causal_lm_loss(LOGITS, LABELS, ignore_index=ii),
-    lambda ii: chunked_causal_lm_loss(H, W, LABELS, ignore_index=ii),
-    lambda ii: _chunked_forced_ignore(ii),
-    lambda ii: num_valid_targets(LABELS, ignore_index=ii),
-    lambda ii: PerplexityMeter(ignore_index=ii),
-], ids=["loss", "chunked", "chunked-path", "num_valid_targets", "PerplexityMeter"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda ii: causal_lm_loss(LOGITS, LABELS, ignore_index=ii),
+        lambda ii: chunked_causal_lm_loss(H, W, LABELS, ignore_index=ii),
+        lambda ii: _chunked_forced_ignore(ii),
+        lambda ii: num_valid_targets(LABELS, ignore_index=ii),
+        lambda ii: PerplexityMeter(ignore_index=ii),
+    ],
+    ids=["loss", "chunked", "chunked-path", "num_valid_targets", "PerplexityMeter"],
+)
 def test_ignore_index_must_be_an_int(fn, bad):
     with raises(TypeError, "ignore_index"):
         fn(bad)
@@ -112,46 +126,71 @@ def test_ignore_index_numpy_int_and_0d_int_tensor_are_ints():
     assert num_valid_targets(LABELS, np.int32(-100)) == num_valid_targets(LABELS)
 
 
-N_VALID = num_valid_targets(LABELS)   # 7
-BAD_NUM_ITEMS_TYPE = [True, False, "5", 2.5, 7.0, math.inf, math.nan, -math.inf, [7],
-                      torch.tensor(7.0), torch.tensor([7, 7]), torch.tensor(True)]
+N_VALID = num_valid_targets(LABELS)  # 7
+BAD_NUM_ITEMS_TYPE = [
+    True,
+    False,
+    "5",
+    2.5,
+    7.0,
+    math.inf,
+    math.nan,
+    -math.inf,
+    [7],
+    torch.tensor(7.0),
+    torch.tensor([7, 7]),
+    torch.tensor(True),
+]
 BAD_NUM_ITEMS_VALUE = [0, -1, -7, N_VALID - 1, torch.tensor(0), np.int64(-3)]
 
 
 @pytest.mark.parametrize("bad", BAD_NUM_ITEMS_TYPE, ids=repr)
 def test_num_items_must_be_an_int(bad, chunk_path):
-    for fn in (lambda: causal_lm_loss(LOGITS, LABELS, num_items=bad),
-               lambda: chunked_causal_lm_loss(H, W, LABELS, num_items=bad)):
+    for fn in (
+        lambda: causal_lm_loss(LOGITS, LABELS, num_items=bad),
+        lambda: chunked_causal_lm_loss(H, W, LABELS, num_items=bad),
+    ):
         with raises(TypeError, "num_items"):
             fn()
 
 
 @pytest.mark.parametrize("bad", BAD_NUM_ITEMS_VALUE, ids=repr)
 def test_num_items_must_count_at_least_this_batch(bad, chunk_path):
-    for fn in (lambda: causal_lm_loss(LOGITS, LABELS, num_items=bad),
-               lambda: chunked_causal_lm_loss(H, W, LABELS, num_items=bad)):
+    for fn in (
+        lambda: causal_lm_loss(LOGITS, LABELS, num_items=bad),
+        lambda: chunked_causal_lm_loss(H, W, LABELS, num_items=bad),
+    ):
         with raises(ValueError, "num_items", str(int(bad))):
             fn()
 
 
-@pytest.mark.parametrize("good", [N_VALID, 3 * N_VALID, np.int64(20), torch.tensor(20),
-                                  torch.tensor(20, dtype=torch.int32)], ids=repr)
+@pytest.mark.parametrize(
+    "good",
+    [N_VALID, 3 * N_VALID, np.int64(20), torch.tensor(20), torch.tensor(20, dtype=torch.int32)],
+    ids=repr,
+)
 def test_num_items_valid_forms_divide_the_sum(good, chunk_path):
     n = int(good)
-    ref = F.cross_entropy(LOGITS[:, :-1].reshape(-1, 7).double(), LABELS[:, 1:].reshape(-1),
-                          reduction="sum") / n
+    ref = (
+        F.cross_entropy(LOGITS[:, :-1].reshape(-1, 7).double(), LABELS[:, 1:].reshape(-1), reduction="sum")
+        / n
+    )
     got = causal_lm_loss(LOGITS, LABELS, num_items=good)
     assert float(got) == pytest.approx(float(ref), rel=1e-5)
     got = chunked_causal_lm_loss(H, W, LABELS, num_items=good)
-    ref = F.cross_entropy((H @ W.T)[:, :-1].reshape(-1, 7).double(), LABELS[:, 1:].reshape(-1),
-                          reduction="sum") / n
+    ref = (
+        F.cross_entropy((H @ W.T)[:, :-1].reshape(-1, 7).double(), LABELS[:, 1:].reshape(-1), reduction="sum")
+        / n
+    )
     assert float(got) == pytest.approx(float(ref), rel=1e-5)
 
 
 @pytest.mark.parametrize("bad", [None, "MEAN", "avg", 1, True, ["mean"]], ids=repr)
 def test_reduction_must_be_a_choice(bad, chunk_path):
-    for fn in (lambda: causal_lm_loss(LOGITS, LABELS, reduction=bad),
-               lambda: chunked_causal_lm_loss(H, W, LABELS, reduction=bad)):
+    for fn in (
+        lambda: causal_lm_loss(LOGITS, LABELS, reduction=bad),
+        lambda: chunked_causal_lm_loss(H, W, LABELS, reduction=bad),
+    ):
         with pytest.raises((TypeError, ValueError), match="reduction"):
             fn()
 
@@ -160,8 +199,9 @@ def test_zero_vocabulary_is_refused():
     with raises(ValueError, "logits", "V"):
         causal_lm_loss(torch.zeros(2, 5, 0), torch.full((2, 5), IGNORE_INDEX), reduction="sum")
     with raises(ValueError, "weight", "V"):
-        chunked_causal_lm_loss(torch.zeros(2, 5, 3), torch.zeros(0, 3),
-                               torch.full((2, 5), IGNORE_INDEX), reduction="sum")
+        chunked_causal_lm_loss(
+            torch.zeros(2, 5, 3), torch.zeros(0, 3), torch.full((2, 5), IGNORE_INDEX), reduction="sum"
+        )
 
 
 def test_empty_batch_sum_is_zero_and_mean_is_refused():
@@ -189,19 +229,31 @@ def test_attention_mask_values_other_than_0_1(value):
         labels_from_attention_mask(LABELS.clamp(min=0), mask)
 
 
-@given(N=st.integers(1, 3), L=st.integers(2, 6), V=st.integers(1, 9), seed=st.integers(0, 2**16),
-       p_ignore=st.sampled_from([0.0, 0.3, 0.9]), ignore_index=st.sampled_from([-100, -1, -7]),
-       dtype=st.sampled_from(GOOD_ID_DTYPES), scale=st.sampled_from([1.0, 30.0, 1e4]))
-def test_loss_matches_float64_reference_over_the_valid_space(N, L, V, seed, p_ignore,
-                                                             ignore_index, dtype, scale):
+@given(
+    N=st.integers(1, 3),
+    L=st.integers(2, 6),
+    V=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+    p_ignore=st.sampled_from([0.0, 0.3, 0.9]),
+    ignore_index=st.sampled_from([-100, -1, -7]),
+    dtype=st.sampled_from(GOOD_ID_DTYPES),
+    scale=st.sampled_from([1.0, 30.0, 1e4]),
+)
+def test_loss_matches_float64_reference_over_the_valid_space(
+    N, L, V, seed, p_ignore, ignore_index, dtype, scale
+):
     gen = torch.Generator().manual_seed(seed)
     logits = torch.randn(N, L, V, generator=gen) * scale
     labels = torch.randint(0, V, (N, L), generator=gen)
     labels[torch.rand(N, L, generator=gen) < p_ignore] = ignore_index
     labels[0, 1] = 0
     labels = labels.to(dtype)
-    ref = F.cross_entropy(logits[:, :-1].reshape(-1, V).double(), labels[:, 1:].reshape(-1).long(),
-                          ignore_index=ignore_index, reduction="sum")
+    ref = F.cross_entropy(
+        logits[:, :-1].reshape(-1, V).double(),
+        labels[:, 1:].reshape(-1).long(),
+        ignore_index=ignore_index,
+        reduction="sum",
+    )
     n = int((labels[:, 1:] != ignore_index).sum())
     got_sum = causal_lm_loss(logits, labels, ignore_index=ignore_index, reduction="sum")
     got_mean = causal_lm_loss(logits, labels, ignore_index=ignore_index)
@@ -210,8 +262,10 @@ def test_loss_matches_float64_reference_over_the_valid_space(N, L, V, seed, p_ig
     assert num_valid_targets(labels, ignore_index) == n
 
 
-@given(bad=st.one_of(st.integers(-10**6, -101), st.integers(-99, -1), st.integers(7, 10**6)),
-       where=st.tuples(st.integers(0, 1), st.integers(1, 4)))
+@given(
+    bad=st.one_of(st.integers(-(10**6), -101), st.integers(-99, -1), st.integers(7, 10**6)),
+    where=st.tuples(st.integers(0, 1), st.integers(1, 4)),
+)
 def test_any_label_outside_the_vocabulary_is_named(bad, where):
     labels = LABELS.clone()
     labels[where] = bad

@@ -1,22 +1,24 @@
 """Adversarial inputs for GPTConfig and GPT: every field and every forward input is checked,
 with TypeError for a wrong type and ValueError for a wrong value, the field named."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
+from _adversarial import BAD_ID_DTYPES, GOOD_ID_DTYPES, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lmcore import GPT, GPTConfig
-from _adversarial import BAD_ID_DTYPES, GOOD_ID_DTYPES, raises
 
 INT_FIELDS = ["vocab_size", "block_size", "n_layer", "n_head", "n_embd"]
 SMALL = dict(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)
 
 
-@pytest.mark.parametrize("bad", [True, False, 2.0, 8.5, "8", None, math.inf, math.nan, [8],
-                                 torch.tensor(8)], ids=repr)
+@pytest.mark.parametrize(
+    "bad", [True, False, 2.0, 8.5, "8", None, math.inf, math.nan, [8], torch.tensor(8)], ids=repr
+)
 @pytest.mark.parametrize("field", INT_FIELDS)
 def test_int_fields_refuse_non_ints(field, bad):
     with raises(TypeError, f"GPTConfig.{field}", "positive int"):
@@ -36,19 +38,42 @@ def test_numpy_ints_are_ints_and_stored_as_int():
     assert GPT(cfg)(torch.zeros(1, 3, dtype=torch.long)).shape == (1, 3, 11)
 
 
-@pytest.mark.parametrize("bad,exc", [(math.inf, ValueError), (-math.inf, ValueError),
-                                     (math.nan, ValueError), (0.0, ValueError), (-0.02, ValueError),
-                                     (True, TypeError), ("0.02", TypeError), (None, TypeError),
-                                     ([0.02], TypeError), (torch.tensor(0.02), TypeError)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        (math.inf, ValueError),
+        (-math.inf, ValueError),
+        (math.nan, ValueError),
+        (0.0, ValueError),
+        (-0.02, ValueError),
+        (True, TypeError),
+        ("0.02", TypeError),
+        (None, TypeError),
+        ([0.02], TypeError),
+        (torch.tensor(0.02), TypeError),
+    ],
+    ids=repr,
+)
 def test_init_std_must_be_positive_and_finite(bad, exc):
     with raises(exc, "GPTConfig.init_std"):
         GPTConfig(init_std=bad)
 
 
-@pytest.mark.parametrize("bad,exc", [(1.0, ValueError), (1.5, ValueError), (-0.1, ValueError),
-                                     (math.nan, ValueError), (math.inf, ValueError),
-                                     (True, TypeError), (False, TypeError), ("0.1", TypeError),
-                                     (None, TypeError)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        (1.0, ValueError),
+        (1.5, ValueError),
+        (-0.1, ValueError),
+        (math.nan, ValueError),
+        (math.inf, ValueError),
+        (True, TypeError),
+        (False, TypeError),
+        ("0.1", TypeError),
+        (None, TypeError),
+    ],
+    ids=repr,
+)
 def test_dropout_must_be_in_0_1(bad, exc):
     with raises(exc, "GPTConfig.dropout"):
         GPTConfig(dropout=bad)
@@ -136,7 +161,7 @@ def test_position_outside_the_table(bad):
         MODEL(IDS, position_ids=pos)
 
 
-@given(bad=st.one_of(st.integers(-10**9, -1), st.integers(11, 10**9)))
+@given(bad=st.one_of(st.integers(-(10**9), -1), st.integers(11, 10**9)))
 def test_any_input_id_outside_the_vocabulary(bad):
     ids = IDS.clone()
     ids[0, 1] = bad
@@ -153,8 +178,11 @@ def test_zero_length_is_refused():
         MODEL(torch.zeros(2, 0, dtype=torch.long))
 
 
-@pytest.mark.parametrize("bad,exc", [(True, TypeError), (4.0, TypeError), ("4", TypeError),
-                                     (None, None), (0, ValueError), (-3, ValueError)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc",
+    [(True, TypeError), (4.0, TypeError), ("4", TypeError), (None, None), (0, ValueError), (-3, ValueError)],
+    ids=repr,
+)
 def test_flops_per_token_seq_len(bad, exc):
     if exc is None:
         assert MODEL.flops_per_token(bad) == MODEL.flops_per_token(8)

@@ -1,25 +1,41 @@
 """Adversarial inputs for sampling: prompts that are not token ids are refused (never coerced),
 settings are checked by type and value, and a tiny temperature behaves like greedy."""
+
 import math
 import types
 
 import numpy as np
 import pytest
 import torch
+from _adversarial import BAD_ID_DTYPES, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lmcore import GPT, GPTConfig, filter_logits, generate, next_token_distribution
-from _adversarial import BAD_ID_DTYPES, raises
 
 torch.manual_seed(0)
 MODEL = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
 Z = torch.tensor([[1.0, 3.0, 2.0, -1.0], [0.5, 0.1, 0.2, 4.0]])
 
 
-@pytest.mark.parametrize("bad", [[1.7, 2.2], [True, False], [1, True], [[1, 2], [3, 2.0]],
-                                 "abc", b"ab", 3, None, {1, 2}, [torch.tensor(1)],
-                                 np.array([1.0, 2.0]), np.array([1, 2], dtype=np.uint8)], ids=repr)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1.7, 2.2],
+        [True, False],
+        [1, True],
+        [[1, 2], [3, 2.0]],
+        "abc",
+        b"ab",
+        3,
+        None,
+        {1, 2},
+        [torch.tensor(1)],
+        np.array([1.0, 2.0]),
+        np.array([1, 2], dtype=np.uint8),
+    ],
+    ids=repr,
+)
 def test_prompts_that_are_not_int_ids_are_refused(bad):
     with raises(TypeError, "prompt_ids"):
         generate(MODEL, bad, 2, temperature=0)
@@ -31,9 +47,21 @@ def test_prompt_tensor_dtypes(dtype):
         generate(MODEL, torch.tensor([[1, 2]]).to(dtype), 2, temperature=0)
 
 
-@pytest.mark.parametrize("bad", [[], [[]], [[1, 2], [3]], torch.zeros(0, 3, dtype=torch.long),
-                                 torch.zeros(2, 2, 2, dtype=torch.long), torch.tensor(3),
-                                 [-1, 2], [2, 11], [[0, 2**70]]], ids=repr)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        [[]],
+        [[1, 2], [3]],
+        torch.zeros(0, 3, dtype=torch.long),
+        torch.zeros(2, 2, 2, dtype=torch.long),
+        torch.tensor(3),
+        [-1, 2],
+        [2, 11],
+        [[0, 2**70]],
+    ],
+    ids=repr,
+)
 def test_prompt_shapes_and_values(bad):
     with raises(ValueError, "prompt_ids"):
         generate(MODEL, bad, 2, temperature=0)
@@ -41,14 +69,27 @@ def test_prompt_shapes_and_values(bad):
 
 def test_valid_prompt_forms_agree():
     ref = generate(MODEL, [1, 2, 3], 4, temperature=0)
-    for form in ([np.int64(1), np.int32(2), 3], (1, 2, 3), np.array([1, 2, 3]),
-                 torch.tensor([1, 2, 3], dtype=torch.int32)):
+    for form in (
+        [np.int64(1), np.int32(2), 3],
+        (1, 2, 3),
+        np.array([1, 2, 3]),
+        torch.tensor([1, 2, 3], dtype=torch.int32),
+    ):
         assert torch.equal(generate(MODEL, form, 4, temperature=0), ref)
 
 
-@pytest.mark.parametrize("bad,exc", [(True, TypeError), ("5", TypeError), (2.0, TypeError),
-                                     (math.inf, TypeError), (None, TypeError), (-1, ValueError)],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        (True, TypeError),
+        ("5", TypeError),
+        (2.0, TypeError),
+        (math.inf, TypeError),
+        (None, TypeError),
+        (-1, ValueError),
+    ],
+    ids=repr,
+)
 def test_max_new_tokens(bad, exc):
     with raises(exc, "max_new_tokens"):
         generate(MODEL, [1], bad)
@@ -58,8 +99,11 @@ def test_max_new_tokens_numpy_int():
     assert len(generate(MODEL, [1], np.int64(3), temperature=0)) == 4
 
 
-@pytest.mark.parametrize("bad,exc", [(True, TypeError), (1.0, TypeError), ("1", TypeError),
-                                     (-100, ValueError), (11, ValueError)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc",
+    [(True, TypeError), (1.0, TypeError), ("1", TypeError), (-100, ValueError), (11, ValueError)],
+    ids=repr,
+)
 def test_eos_id(bad, exc):
     with raises(exc, "eos_id"):
         generate(MODEL, [1], 3, eos_id=bad)
@@ -79,24 +123,45 @@ def test_model_without_block_size_is_a_clear_error():
 
 
 SETTINGS = [
-    ("temperature", True, TypeError), ("temperature", "1", TypeError), ("temperature", None, TypeError),
-    ("temperature", math.nan, ValueError), ("temperature", math.inf, ValueError),
-    ("temperature", -0.5, ValueError), ("temperature", torch.tensor(1.0), TypeError),
-    ("top_k", True, TypeError), ("top_k", 2.0, TypeError), ("top_k", "2", TypeError),
-    ("top_k", math.inf, TypeError), ("top_k", 0, ValueError), ("top_k", -1, ValueError),
-    ("top_p", True, TypeError), ("top_p", "0.9", TypeError), ("top_p", math.nan, ValueError),
-    ("top_p", 0.0, ValueError), ("top_p", 1.5, ValueError), ("top_p", -0.1, ValueError),
+    ("temperature", True, TypeError),
+    ("temperature", "1", TypeError),
+    ("temperature", None, TypeError),
+    ("temperature", math.nan, ValueError),
+    ("temperature", math.inf, ValueError),
+    ("temperature", -0.5, ValueError),
+    ("temperature", torch.tensor(1.0), TypeError),
+    ("top_k", True, TypeError),
+    ("top_k", 2.0, TypeError),
+    ("top_k", "2", TypeError),
+    ("top_k", math.inf, TypeError),
+    ("top_k", 0, ValueError),
+    ("top_k", -1, ValueError),
+    ("top_p", True, TypeError),
+    ("top_p", "0.9", TypeError),
+    ("top_p", math.nan, ValueError),
+    ("top_p", 0.0, ValueError),
+    ("top_p", 1.5, ValueError),
+    ("top_p", -0.1, ValueError),
     ("top_p", math.inf, ValueError),
 ]
 
 
-@pytest.mark.parametrize("where,name,bad,exc", [
-    (where, *case) for where in ("next_token_distribution", "generate", "filter_logits")
-    for case in SETTINGS if not (where == "filter_logits" and case[0] == "temperature")], ids=repr)
+@pytest.mark.parametrize(
+    "where,name,bad,exc",
+    [
+        (where, *case)
+        for where in ("next_token_distribution", "generate", "filter_logits")
+        for case in SETTINGS
+        if not (where == "filter_logits" and case[0] == "temperature")
+    ],
+    ids=repr,
+)
 def test_settings(where, name, bad, exc):
-    fn = {"next_token_distribution": lambda **kw: next_token_distribution(Z, **kw),
-          "generate": lambda **kw: generate(MODEL, [1], 2, **kw),
-          "filter_logits": lambda **kw: filter_logits(Z, **kw)}[where]
+    fn = {
+        "next_token_distribution": lambda **kw: next_token_distribution(Z, **kw),
+        "generate": lambda **kw: generate(MODEL, [1], 2, **kw),
+        "filter_logits": lambda **kw: filter_logits(Z, **kw),
+    }[where]
     with raises(exc, name):
         fn(**{name: bad})
 
@@ -126,11 +191,16 @@ def test_tiny_temperature_splits_ties_and_generate_matches_greedy():
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
-@pytest.mark.parametrize("fn", [lambda z: next_token_distribution(z),
-                                lambda z: next_token_distribution(z, temperature=0),
-                                lambda z: filter_logits(z, top_p=0.5),
-                                lambda z: filter_logits(z, top_k=2)],
-                         ids=["T=1", "greedy", "top_p", "top_k"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda z: next_token_distribution(z),
+        lambda z: next_token_distribution(z, temperature=0),
+        lambda z: filter_logits(z, top_p=0.5),
+        lambda z: filter_logits(z, top_k=2),
+    ],
+    ids=["T=1", "greedy", "top_p", "top_k"],
+)
 def test_nan_or_plus_inf_logits_are_refused(fn, value):
     z = Z.clone()
     z[1, 2] = value
@@ -138,10 +208,15 @@ def test_nan_or_plus_inf_logits_are_refused(fn, value):
         fn(z)
 
 
-@pytest.mark.parametrize("fn", [lambda z: next_token_distribution(z),
-                                lambda z: next_token_distribution(z, temperature=0),
-                                lambda z: next_token_distribution(z, top_p=0.5)],
-                         ids=["T=1", "greedy", "top_p"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda z: next_token_distribution(z),
+        lambda z: next_token_distribution(z, temperature=0),
+        lambda z: next_token_distribution(z, top_p=0.5),
+    ],
+    ids=["T=1", "greedy", "top_p"],
+)
 def test_a_row_with_every_token_masked_is_refused(fn):
     z = Z.clone()
     z[0] = -math.inf
@@ -149,9 +224,15 @@ def test_a_row_with_every_token_masked_is_refused(fn):
         fn(z)
 
 
-@pytest.mark.parametrize("fn", [lambda z: next_token_distribution(z), lambda z: filter_logits(z, top_p=0.5),
-                                lambda z: filter_logits(z, top_k=1),
-                                lambda z: next_token_distribution(z, temperature=0)])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda z: next_token_distribution(z),
+        lambda z: filter_logits(z, top_p=0.5),
+        lambda z: filter_logits(z, top_k=1),
+        lambda z: next_token_distribution(z, temperature=0),
+    ],
+)
 def test_an_empty_vocabulary_is_refused(fn):
     with raises(ValueError, "logits", "V"):
         fn(torch.zeros(2, 0))
@@ -166,20 +247,26 @@ def test_model_producing_nan_is_named():
 
         def forward(self, x):
             return torch.full((*x.shape, 5), math.nan)
+
     with raises(ValueError, "logits", "NaN"):
         generate(NaNModel(), [1], 2)
 
 
-@given(seed=st.integers(0, 1000), V=st.integers(1, 12), k=st.integers(1, 14),
-       p=st.floats(1e-6, 1.0), T=st.floats(1e-3, 10.0))
+@given(
+    seed=st.integers(0, 1000),
+    V=st.integers(1, 12),
+    k=st.integers(1, 14),
+    p=st.floats(1e-6, 1.0),
+    T=st.floats(1e-3, 10.0),
+)
 def test_distribution_is_a_distribution_over_the_filtered_set(seed, V, k, p, T):
     z = torch.randn(3, V, generator=torch.Generator().manual_seed(seed)) * 5
-    z[0, 0] = -math.inf if V > 1 else 0.0                   # masked tokens stay masked
+    z[0, 0] = -math.inf if V > 1 else 0.0  # masked tokens stay masked
     probs = next_token_distribution(z, temperature=T, top_k=k, top_p=p)
     assert not bool(probs.isnan().any())
     assert torch.allclose(probs.sum(-1), torch.ones(3), atol=1e-5)
     kept = (probs > 0).sum(-1)
     assert bool((kept >= 1).all()) and bool((kept <= max(k, 1) + V).all())
-    assert bool((probs.argmax(-1) == z.argmax(-1)).all())   # the most likely token always stays
+    assert bool((probs.argmax(-1) == z.argmax(-1)).all())  # the most likely token always stays
     if V > 1:
         assert float(probs[0, 0]) == 0.0

@@ -1,5 +1,6 @@
 """Adversarial inputs for the tokenizers, the download helper, the chat-arithmetic corpus and
 the by-hand softmax: refused by type (TypeError) or value (ValueError), the argument named."""
+
 import hashlib
 import http.client
 import math
@@ -8,20 +9,36 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
+from _adversarial import BAD_ID_DTYPES, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lmcore import handcalc
-from lmcore.data.arithmetic import chat_arithmetic, chat_arithmetic_entropy
 from lmcore.data import ByteTokenizer, CharTokenizer, ChatTokenizer, download, download_corpus
-from _adversarial import BAD_ID_DTYPES, raises
+from lmcore.data.arithmetic import chat_arithmetic, chat_arithmetic_entropy
 
 TOKENIZERS = {"char": CharTokenizer("hello world"), "byte": ByteTokenizer(), "chat": ChatTokenizer()}
 DECODERS = {**{k: t.decode for k, t in TOKENIZERS.items()}, "chat.tokens": TOKENIZERS["chat"].tokens}
 
 
-@pytest.mark.parametrize("bad", [[1.0, 2.0], [1, True], [None], ["a"], [[1, 2]], "abc", b"ab", 3,
-                                 None, {1, 2}, np.array([1.0]), torch.tensor([1.0, 2.0])], ids=repr)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1.0, 2.0],
+        [1, True],
+        [None],
+        ["a"],
+        [[1, 2]],
+        "abc",
+        b"ab",
+        3,
+        None,
+        {1, 2},
+        np.array([1.0]),
+        torch.tensor([1.0, 2.0]),
+    ],
+    ids=repr,
+)
 @pytest.mark.parametrize("which", list(DECODERS))
 def test_decode_refuses_what_is_not_ids(which, bad):
     with raises(TypeError, "ids"):
@@ -48,8 +65,13 @@ def test_decode_out_of_vocabulary_and_shape(which):
 @pytest.mark.parametrize("which", list(DECODERS))
 def test_decode_accepts_numpy_ints_tuples_and_int32(which):
     ref = DECODERS[which]([1, 2, 3])
-    for form in ([np.int64(1), np.int32(2), 3], (1, 2, 3), np.array([1, 2, 3]),
-                 torch.tensor([1, 2, 3], dtype=torch.int32), iter([1, 2, 3])):
+    for form in (
+        [np.int64(1), np.int32(2), 3],
+        (1, 2, 3),
+        np.array([1, 2, 3]),
+        torch.tensor([1, 2, 3], dtype=torch.int32),
+        iter([1, 2, 3]),
+    ):
         assert DECODERS[which](form) == ref
 
 
@@ -79,8 +101,9 @@ def test_byte_decode_keep_special_is_a_bool(bad):
         ByteTokenizer().decode([104, 256], keep_special=bad)
 
 
-@pytest.mark.parametrize("bad,exc", [("", ValueError), (None, TypeError), (b"abc", TypeError),
-                                     (["a", "b"], TypeError)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc", [("", ValueError), (None, TypeError), (b"abc", TypeError), (["a", "b"], TypeError)], ids=repr
+)
 def test_char_tokenizer_text(bad, exc):
     with raises(exc, "text"):
         CharTokenizer(bad)
@@ -104,23 +127,37 @@ def test_byte_round_trip_of_any_encodable_text(text):
 SHA = "a" * 64
 
 
-@pytest.mark.parametrize("kw,exc,name", [
-    (dict(url=None), TypeError, "url"), (dict(url=b"http://x"), TypeError, "url"),
-    (dict(url=""), ValueError, "url"), (dict(url="example.com/x.txt"), ValueError, "url"),
-    (dict(url="javascript:alert(1)"), ValueError, "url"),
-    (dict(sha256=None), TypeError, "sha256"), (dict(sha256=123), TypeError, "sha256"),
-    (dict(sha256="z" * 64), ValueError, "sha256"), (dict(sha256="a" * 63), ValueError, "sha256"),
-    (dict(filename="../escape.txt"), ValueError, "filename"),
-    (dict(filename="/etc/passwd"), ValueError, "filename"),
-    (dict(filename="sub/x.txt"), ValueError, "filename"), (dict(filename=""), ValueError, "filename"),
-    (dict(filename=".."), ValueError, "filename"), (dict(filename="."), ValueError, "filename"),
-    (dict(filename="a\0b"), ValueError, "filename"), (dict(filename=None), TypeError, "filename"),
-    (dict(filename=5), TypeError, "filename"),
-    (dict(timeout=0), ValueError, "timeout"), (dict(timeout=-1), ValueError, "timeout"),
-    (dict(timeout=math.nan), ValueError, "timeout"), (dict(timeout=math.inf), ValueError, "timeout"),
-    (dict(timeout="30"), TypeError, "timeout"), (dict(timeout=True), TypeError, "timeout"),
-    (dict(cache=5), TypeError, "cache"),
-], ids=repr)
+@pytest.mark.parametrize(
+    "kw,exc,name",
+    [
+        (dict(url=None), TypeError, "url"),
+        (dict(url=b"http://x"), TypeError, "url"),
+        (dict(url=""), ValueError, "url"),
+        (dict(url="example.com/x.txt"), ValueError, "url"),
+        (dict(url="javascript:alert(1)"), ValueError, "url"),
+        (dict(sha256=None), TypeError, "sha256"),
+        (dict(sha256=123), TypeError, "sha256"),
+        (dict(sha256="z" * 64), ValueError, "sha256"),
+        (dict(sha256="a" * 63), ValueError, "sha256"),
+        (dict(filename="../escape.txt"), ValueError, "filename"),
+        (dict(filename="/etc/passwd"), ValueError, "filename"),
+        (dict(filename="sub/x.txt"), ValueError, "filename"),
+        (dict(filename=""), ValueError, "filename"),
+        (dict(filename=".."), ValueError, "filename"),
+        (dict(filename="."), ValueError, "filename"),
+        (dict(filename="a\0b"), ValueError, "filename"),
+        (dict(filename=None), TypeError, "filename"),
+        (dict(filename=5), TypeError, "filename"),
+        (dict(timeout=0), ValueError, "timeout"),
+        (dict(timeout=-1), ValueError, "timeout"),
+        (dict(timeout=math.nan), ValueError, "timeout"),
+        (dict(timeout=math.inf), ValueError, "timeout"),
+        (dict(timeout="30"), TypeError, "timeout"),
+        (dict(timeout=True), TypeError, "timeout"),
+        (dict(cache=5), TypeError, "cache"),
+    ],
+    ids=repr,
+)
 def test_download_arguments(tmp_path, kw, exc, name):
     args = dict(url="http://127.0.0.1:9/x.txt", sha256=SHA, filename="x.txt", cache=tmp_path) | kw
     with raises(exc, name):
@@ -147,8 +184,11 @@ class _Broken:
         raise self.exc
 
 
-@pytest.mark.parametrize("exc", [http.client.IncompleteRead(b"x", 10), http.client.RemoteDisconnected("bye"),
-                                 TimeoutError("slow")], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "exc",
+    [http.client.IncompleteRead(b"x", 10), http.client.RemoteDisconnected("bye"), TimeoutError("slow")],
+    ids=lambda e: type(e).__name__,
+)
 def test_a_failure_mid_download_is_a_connection_error_and_leaves_no_part_file(tmp_path, monkeypatch, exc):
     monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: _Broken(exc))
     with raises(ConnectionError, "could not download"):
@@ -171,8 +211,9 @@ def test_file_urls_and_uppercase_digests_work(tmp_path):
     assert path.read_bytes() == b"hello\n"
 
 
-@pytest.mark.parametrize("bad,exc", [(["tinyshakespeare"], TypeError), (None, TypeError),
-                                     ("nope", ValueError)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc", [(["tinyshakespeare"], TypeError), (None, TypeError), ("nope", ValueError)], ids=repr
+)
 def test_download_corpus_name(bad, exc):
     with raises(exc, "corpus"):
         download_corpus(bad)
@@ -180,18 +221,32 @@ def test_download_corpus_name(bad, exc):
 
 # ---- chat arithmetic --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kw,exc,name", [
-    (dict(n=0), ValueError, "n"), (dict(n=True), TypeError, "n"), (dict(n=2.0), TypeError, "n"),
-    (dict(seed=None), TypeError, "seed"), (dict(seed=1.5), TypeError, "seed"),
-    (dict(seed="0"), TypeError, "seed"), (dict(seed=True), TypeError, "seed"),
-    (dict(low=True), TypeError, "low"), (dict(high=9.0), TypeError, "high"),
-    (dict(high="9"), TypeError, "high"), (dict(low=-1), ValueError, "low"),
-    (dict(low=5, high=4), ValueError, "low"),
-    (dict(ops="+"), TypeError, "ops"), (dict(ops=None), TypeError, "ops"),
-    (dict(ops={"+", "-"}), TypeError, "ops"), (dict(ops=[["+"]]), TypeError, "ops"),
-    (dict(ops=()), ValueError, "ops"), (dict(ops=("/",)), ValueError, "ops"),
-    (dict(ops=("+", "+")), ValueError, "ops"),
-], ids=repr)
+
+@pytest.mark.parametrize(
+    "kw,exc,name",
+    [
+        (dict(n=0), ValueError, "n"),
+        (dict(n=True), TypeError, "n"),
+        (dict(n=2.0), TypeError, "n"),
+        (dict(seed=None), TypeError, "seed"),
+        (dict(seed=1.5), TypeError, "seed"),
+        (dict(seed="0"), TypeError, "seed"),
+        (dict(seed=True), TypeError, "seed"),
+        (dict(low=True), TypeError, "low"),
+        (dict(high=9.0), TypeError, "high"),
+        (dict(high="9"), TypeError, "high"),
+        (dict(low=-1), ValueError, "low"),
+        (dict(low=5, high=4), ValueError, "low"),
+        (dict(ops="+"), TypeError, "ops"),
+        (dict(ops=None), TypeError, "ops"),
+        (dict(ops={"+", "-"}), TypeError, "ops"),
+        (dict(ops=[["+"]]), TypeError, "ops"),
+        (dict(ops=()), ValueError, "ops"),
+        (dict(ops=("/",)), ValueError, "ops"),
+        (dict(ops=("+", "+")), ValueError, "ops"),
+    ],
+    ids=repr,
+)
 def test_chat_arithmetic_arguments(kw, exc, name):
     args = dict(n=3) | kw
     with raises(exc, name):
@@ -202,22 +257,30 @@ def test_chat_arithmetic_arguments(kw, exc, name):
 
 
 def test_numpy_operands_are_ints():
-    assert chat_arithmetic(np.int64(3), seed=np.int64(1), low=np.int32(0), high=np.int64(9)) == \
-        chat_arithmetic(3, seed=1, low=0, high=9)
+    assert chat_arithmetic(
+        np.int64(3), seed=np.int64(1), low=np.int32(0), high=np.int64(9)
+    ) == chat_arithmetic(3, seed=1, low=0, high=9)
     assert chat_arithmetic_entropy(low=np.int64(0), high=np.int64(9)) == chat_arithmetic_entropy()
 
 
 def _naive_mean_len(low, high, ops):
     """Every (a, op, b) written out: tokens of a, b, the answer, and the 5 fixed tokens."""
-    ntok = lambda x: len(str(x))                       # '-' and each digit are one token
+    ntok = lambda x: len(str(x))  # '-' and each digit are one token
     fn = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-    lens = [ntok(a) + ntok(b) + ntok(fn[op](a, b)) + 5 for op in ops
-            for a in range(low, high + 1) for b in range(low, high + 1)]
+    lens = [
+        ntok(a) + ntok(b) + ntok(fn[op](a, b)) + 5
+        for op in ops
+        for a in range(low, high + 1)
+        for b in range(low, high + 1)
+    ]
     return sum(lens) / len(lens)
 
 
-@given(low=st.integers(0, 120), span=st.integers(0, 60),
-       ops=st.lists(st.sampled_from("+-*"), min_size=1, max_size=3, unique=True))
+@given(
+    low=st.integers(0, 120),
+    span=st.integers(0, 60),
+    ops=st.lists(st.sampled_from("+-*"), min_size=1, max_size=3, unique=True),
+)
 def test_entropy_per_target_matches_a_naive_count(low, span, ops):
     high = low + span
     h_doc = chat_arithmetic_entropy(low=low, high=high, ops=tuple(ops), per="document")
@@ -236,21 +299,37 @@ def test_entropy_of_large_operands_is_fast_and_exact():
 
 # ---- handcalc ---------------------------------------------------------------------------------
 
-FNS = {"softmax": handcalc.softmax, "log_softmax": handcalc.log_softmax,
-       "logsumexp": handcalc.logsumexp, "nll": lambda z: handcalc.nll(z, 0),
-       "ce_grad": lambda z: handcalc.ce_grad(z, 0)}
+FNS = {
+    "softmax": handcalc.softmax,
+    "log_softmax": handcalc.log_softmax,
+    "logsumexp": handcalc.logsumexp,
+    "nll": lambda z: handcalc.nll(z, 0),
+    "ce_grad": lambda z: handcalc.ce_grad(z, 0),
+}
 
 
-@pytest.mark.parametrize("bad,exc", [([True, False], TypeError), ([1.0, True], TypeError),
-                                     (["1", "2"], TypeError), ("12", TypeError), (None, TypeError),
-                                     ([1 + 2j, 0], TypeError), (np.array([True, False]), TypeError),
-                                     ([[1.0, 2.0], [3.0]], ValueError), ({1: 2.0}, TypeError),
-                                     (torch.tensor([1.0, 2.0], requires_grad=True), None)], ids=repr)
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        ([True, False], TypeError),
+        ([1.0, True], TypeError),
+        (["1", "2"], TypeError),
+        ("12", TypeError),
+        (None, TypeError),
+        ([1 + 2j, 0], TypeError),
+        (np.array([True, False]), TypeError),
+        ([[1.0, 2.0], [3.0]], ValueError),
+        ({1: 2.0}, TypeError),
+        (torch.tensor([1.0, 2.0], requires_grad=True), None),
+    ],
+    ids=repr,
+)
 @pytest.mark.parametrize("fn", list(FNS))
 def test_handcalc_logits(fn, bad, exc):
-    if exc is None:                                  # a tensor (even one needing grad) is numbers
-        assert np.allclose(np.asarray(FNS[fn](bad), dtype=float),
-                           np.asarray(FNS[fn]([1.0, 2.0]), dtype=float))
+    if exc is None:  # a tensor (even one needing grad) is numbers
+        assert np.allclose(
+            np.asarray(FNS[fn](bad), dtype=float), np.asarray(FNS[fn]([1.0, 2.0]), dtype=float)
+        )
         return
     with raises(exc, "z"):
         FNS[fn](bad)

@@ -1,23 +1,33 @@
 """Every bad input in the contract raises ValueError/TypeError whose message names the argument."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
+from _adversarial import raises
 
 import lmcore.loss
-from lmcore import (IGNORE_INDEX, PerplexityMeter, bits_per_byte, causal_lm_loss,
-                    chunked_causal_lm_loss, document_causal_mask, handcalc,
-                    labels_from_attention_mask, mask_cross_document_targets, pack_documents,
-                    shift_for_next_token)
-
-from _adversarial import raises
+from lmcore import (
+    IGNORE_INDEX,
+    PerplexityMeter,
+    bits_per_byte,
+    causal_lm_loss,
+    chunked_causal_lm_loss,
+    document_causal_mask,
+    handcalc,
+    labels_from_attention_mask,
+    mask_cross_document_targets,
+    pack_documents,
+    shift_for_next_token,
+)
 
 LOGITS = torch.randn(2, 5, 7)
 LABELS = torch.randint(0, 7, (2, 5))
 
 
 # ---- causal_lm_loss and shift_for_next_token --------------------------------------------------
+
 
 @pytest.mark.parametrize("fn", [causal_lm_loss, shift_for_next_token])
 def test_logits_not_3d(fn):
@@ -58,7 +68,7 @@ def test_label_outside_vocabulary(bad):
 
 def test_label_outside_vocabulary_with_custom_ignore_index():
     labels = LABELS.clone()
-    labels[0, 2] = IGNORE_INDEX                       # -100 is not ignored when ignore_index=-1
+    labels[0, 2] = IGNORE_INDEX  # -100 is not ignored when ignore_index=-1
     with raises(ValueError, "labels", "-100"):
         causal_lm_loss(LOGITS, labels, ignore_index=-1)
 
@@ -71,7 +81,7 @@ def test_sequence_too_short(fn):
 
 def test_mean_with_no_valid_target():
     labels = LABELS.clone()
-    labels[:, 1:] = IGNORE_INDEX                      # column 0 is never a target
+    labels[:, 1:] = IGNORE_INDEX  # column 0 is never a target
     with raises(ValueError, "no valid target", "num_items"):
         causal_lm_loss(LOGITS, labels)
 
@@ -146,6 +156,7 @@ def test_chunked_value_errors(path):
 
 # ---- masks and packing ------------------------------------------------------------------------
 
+
 def test_labels_from_attention_mask_errors():
     ids, mask = LABELS, torch.ones(2, 5, dtype=torch.long)
     with raises(TypeError, "input_ids", "torch.float32"):
@@ -208,6 +219,7 @@ def test_pack_documents_errors():
 
 # ---- handcalc ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fn", [handcalc.softmax, handcalc.log_softmax, handcalc.logsumexp])
 def test_handcalc_bad_logits(fn):
     with raises(ValueError, "z", "shape (0,)"):
@@ -236,6 +248,7 @@ def test_handcalc_bad_target(fn):
 
 # ---- perplexity -------------------------------------------------------------------------------
 
+
 def test_perplexity_errors():
     meter = PerplexityMeter()
     for prop in ("mean_nll", "perplexity", "bits_per_token"):
@@ -253,4 +266,4 @@ def test_perplexity_errors():
         meter.update(LOGITS[0], LABELS)
     with raises(ValueError, "n_bytes", "0"):
         bits_per_byte(10.0, 0)
-    assert meter.n_tokens == 0                      # failed updates leave the meter unchanged
+    assert meter.n_tokens == 0  # failed updates leave the meter unchanged

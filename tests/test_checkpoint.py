@@ -1,6 +1,7 @@
 """Checkpoints: every file that is not an lmcore checkpoint is a ValueError naming the file; a
 pickle that would run code is refused without suggesting to switch the safety off; models load
 on map_location; resume checks model size, world size and RNG states; saves leave no .tmp."""
+
 import os
 import pickle
 import zipfile
@@ -10,9 +11,9 @@ import torch
 
 import lmcore.train.checkpoint as ckmod
 import lmcore.train.resume as resmod
-from lmcore.train.checkpoint import load_checkpoint, load_model, save_checkpoint, tokenizer_state
 from lmcore.data import load_corpus
 from lmcore.train import preset, train
+from lmcore.train.checkpoint import load_checkpoint, load_model, save_checkpoint, tokenizer_state
 
 
 class _RunsCode:
@@ -67,10 +68,20 @@ def _write(path, what, run):
         raise AssertionError(what)
 
 
-NOT_CHECKPOINTS = ["random bytes", "empty", "text file", "truncated checkpoint", "zip of text",
-                   "another program's state dict", "a list", "a tensor",
-                   "torch file that runs code", "bare pickle that runs code",
-                   "bare pickle of a dict", "another format version"]
+NOT_CHECKPOINTS = [
+    "random bytes",
+    "empty",
+    "text file",
+    "truncated checkpoint",
+    "zip of text",
+    "another program's state dict",
+    "a list",
+    "a tensor",
+    "torch file that runs code",
+    "bare pickle that runs code",
+    "bare pickle of a dict",
+    "another format version",
+]
 
 
 @pytest.mark.parametrize("what", NOT_CHECKPOINTS)
@@ -96,8 +107,9 @@ def test_a_folder_and_a_missing_file(tmp_path):
         load_checkpoint(tmp_path / "nope.pt")
 
 
-@pytest.mark.parametrize("damage", ["model_config field", "missing weight", "wrong shape",
-                                    "tokenizer kind", "char vocabulary"])
+@pytest.mark.parametrize(
+    "damage", ["model_config field", "missing weight", "wrong shape", "tokenizer kind", "char vocabulary"]
+)
 def test_damaged_lmcore_checkpoint_fails_in_load_model_naming_the_file(tmp_path, run, damage):
     _, ck, _ = run
     ck = {**ck, "model": dict(ck["model"]), "model_config": dict(ck["model_config"])}
@@ -134,6 +146,7 @@ def test_failed_save_leaves_no_tmp_and_keeps_the_old_file(tmp_path, monkeypatch)
     def broken_save(obj, f, *a, **k):
         open(f, "wb").write(b"half")
         raise OSError("disk full")
+
     monkeypatch.setattr(ckmod.torch, "save", broken_save)
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(path, model={}, model_config={}, tokenizer={})
@@ -144,11 +157,13 @@ def test_failed_save_leaves_no_tmp_and_keeps_the_old_file(tmp_path, monkeypatch)
 def test_unknown_tokenizer_refused_at_save_time():
     class Other:
         vocab_size = 3
+
     with pytest.raises(ValueError, match="Other"):
         tokenizer_state(Other())
 
 
 # ---- resume -----------------------------------------------------------------------------
+
 
 def _resume(path, cfg, chat, **kw):
     return train(cfg.__class__(**{**cfg.__dict__, "max_steps": 6, **kw}), chat, resume=path)
@@ -161,9 +176,15 @@ def test_resume_from_another_model_size_names_field_and_file(run, chat):
     assert "checkpoint.pt" in str(info.value) and "another model size" in str(info.value)
 
 
-@pytest.mark.parametrize("key,bad", [("data_rng", torch.zeros(10, dtype=torch.int64)),
-                                     ("torch_rng", [1, 2, 3]), ("data_rng", None),
-                                     ("torch_rng", torch.zeros(2, 5, dtype=torch.uint8))])
+@pytest.mark.parametrize(
+    "key,bad",
+    [
+        ("data_rng", torch.zeros(10, dtype=torch.int64)),
+        ("torch_rng", [1, 2, 3]),
+        ("data_rng", None),
+        ("torch_rng", torch.zeros(2, 5, dtype=torch.uint8)),
+    ],
+)
 def test_rng_state_that_is_not_a_cpu_byte_tensor(tmp_path, run, chat, key, bad):
     out, ck, cfg = run
     path = tmp_path / "bad_rng.pt"
@@ -203,6 +224,7 @@ def test_resume_loads_to_the_cpu_and_hands_cpu_byte_states(run, chat, monkeypatc
         if str(map_location) != "cpu":
             ck = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in ck.items()}
         return ck
+
     states, real_state, real_set = [], resmod.rng_state, torch.set_rng_state
     monkeypatch.setattr(ckmod.torch, "load", load)
     monkeypatch.setattr(resmod, "rng_state", lambda *a: (states.append(real_state(*a)), states[-1])[1])
@@ -210,7 +232,7 @@ def test_resume_loads_to_the_cpu_and_hands_cpu_byte_states(run, chat, monkeypatc
     res = _resume(out / "checkpoint.pt", cfg, chat)
     assert res.status == "finished" and res.history[-1]["step"] == 6
     assert seen and all(str(m) == "cpu" for m in seen)
-    assert len(states) == 3             # data_rng, torch_rng, and what reached torch.set_rng_state
+    assert len(states) == 3  # data_rng, torch_rng, and what reached torch.set_rng_state
     assert all(s.device.type == "cpu" and s.dtype == torch.uint8 for s in states)
 
 
@@ -218,8 +240,14 @@ def test_checkpoint_written_on_cuda_resumes_on_the_cpu(tmp_path, run, chat):
     """A CUDA run stores a cuda_rng state too; on the CPU it is ignored, not an error."""
     out, ck, cfg = run
     path = tmp_path / "from_cuda.pt"
-    torch.save({**ck, "cuda_rng": torch.zeros(16, dtype=torch.uint8),
-                "train_config": {**ck["train_config"], "device": "cuda"}}, path)
+    torch.save(
+        {
+            **ck,
+            "cuda_rng": torch.zeros(16, dtype=torch.uint8),
+            "train_config": {**ck["train_config"], "device": "cuda"},
+        },
+        path,
+    )
     res = _resume(path, cfg, chat)
     assert res.status == "finished" and res.history[-1]["step"] == 6
     model, _, _ = load_model(path, map_location="cpu")

@@ -1,12 +1,13 @@
 """chunked_causal_lm_loss == causal_lm_loss(hidden @ weight.T) in value and gradients, checked
 against F.cross_entropy in float64, on the dense fallback and the real chunked path."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
-from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 import lmcore.loss
 from lmcore import IGNORE_INDEX, chunked_causal_lm_loss
@@ -15,10 +16,10 @@ from lmcore import IGNORE_INDEX, chunked_causal_lm_loss
 def make(seed, N, L, D, V, dtype=torch.float32, p_ignore=0.25):
     g = torch.Generator().manual_seed(seed)
     hidden = torch.randn(N, L, D, generator=g, dtype=torch.float64).to(dtype)
-    weight = (torch.randn(V, D, generator=g, dtype=torch.float64) * D ** -0.5).to(dtype)
+    weight = (torch.randn(V, D, generator=g, dtype=torch.float64) * D**-0.5).to(dtype)
     labels = torch.randint(0, V, (N, L), generator=g)
     labels[torch.rand(N, L, generator=g) < p_ignore] = IGNORE_INDEX
-    labels[0, -1] = 0                                        # at least one valid target
+    labels[0, -1] = 0  # at least one valid target
     return hidden, weight, labels
 
 
@@ -46,7 +47,9 @@ def run(hidden, weight, labels, grad_scale=1.0, **kw):
 def assert_matches(got, ref, rtol=1e-5, atol=1e-6):
     for a, b, name in zip(got, ref, ("loss", "grad hidden", "grad weight")):
         assert a is not None, name
-        torch.testing.assert_close(a.double(), b, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            a.double(), b, rtol=rtol, atol=atol, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 @pytest.fixture
@@ -55,8 +58,15 @@ def force_chunks(monkeypatch):
     monkeypatch.setattr(lmcore.loss, "_DENSE_MAX_ELEMENTS", 0)
 
 
-@given(N=st.integers(1, 3), L=st.integers(2, 9), D=st.integers(1, 6), V=st.integers(2, 17),
-       chunk=st.integers(1, 30), seed=st.integers(0, 999), reduction=st.sampled_from(["mean", "sum"]))
+@given(
+    N=st.integers(1, 3),
+    L=st.integers(2, 9),
+    D=st.integers(1, 6),
+    V=st.integers(2, 17),
+    chunk=st.integers(1, 30),
+    seed=st.integers(0, 999),
+    reduction=st.sampled_from(["mean", "sum"]),
+)
 def test_chunked_equals_float64_reference(N, L, D, V, chunk, seed, reduction):
     hidden, weight, labels = make(seed, N, L, D, V)
     ref = reference(hidden, weight, labels, reduction)
@@ -113,7 +123,7 @@ def test_never_holds_the_whole_logits_or_their_gradient():
         chunked_causal_lm_loss(h, w, labels, chunk_size=16).backward()
     assert h.grad is not None and w.grad is not None
     assert 16 * V <= mode.largest < N * (L - 1) * V / 4
-    with _LargestTensor() as dense:                          # the probe does see (N, L, V)
+    with _LargestTensor() as dense:  # the probe does see (N, L, V)
         F.cross_entropy((h @ w.T).view(-1, V), labels.view(-1)).backward()
     assert dense.largest >= N * L * V
 
@@ -126,11 +136,11 @@ def test_bf16_inputs(path, monkeypatch):
     loss, gh, gw = run(hidden, weight, labels, chunk_size=10)
     assert loss.dtype == torch.float32
     assert gh.dtype == gw.dtype == torch.bfloat16
-    ref = reference(hidden, weight, labels)                  # float64 on the same bf16 values
+    ref = reference(hidden, weight, labels)  # float64 on the same bf16 values
     # The chunked path forms the logits in float32; the dense path rounds them to bf16 first.
     rtol = 1e-5 if path == "chunked" else 1e-2
     torch.testing.assert_close(loss.double(), ref[0], rtol=rtol, atol=0)
-    for got, want in ((gh, ref[1]), (gw, ref[2])):             # bf16 gradients: ~3 digits
+    for got, want in ((gh, ref[1]), (gw, ref[2])):  # bf16 gradients: ~3 digits
         torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=1e-2 * want.abs().max())
 
 
@@ -170,7 +180,7 @@ def test_float64_and_custom_ignore_index(force_chunks):
 
 def test_large_logits_stay_finite(force_chunks):
     hidden, weight, labels = make(9, 2, 6, 3, 8, dtype=torch.float64)
-    weight = weight * 3000                                     # logits of magnitude ~1000s
+    weight = weight * 3000  # logits of magnitude ~1000s
     loss, gh, gw = run(hidden, weight, labels, chunk_size=4)
     assert torch.isfinite(loss) and bool(torch.isfinite(gh).all() and torch.isfinite(gw).all())
     assert_matches((loss, gh, gw), reference(hidden, weight, labels), rtol=1e-10, atol=1e-9)

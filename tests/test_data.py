@@ -1,4 +1,5 @@
 """Tokenizers, corpora, the chat-arithmetic entropy, batching and the download helper."""
+
 import collections
 import functools
 import hashlib
@@ -10,12 +11,24 @@ import threading
 import pytest
 import torch
 
+from lmcore.data import (
+    ByteTokenizer,
+    CharTokenizer,
+    ChatTokenizer,
+    DocumentCorpus,
+    TextCorpus,
+    chat_arithmetic,
+    chat_arithmetic_entropy,
+    download,
+    download_corpus,
+    load_corpus,
+    python_docs_text,
+    random_windows,
+    read_text_file,
+    train_val_split,
+    unigram_entropy,
+)
 from lmcore.shift import pack_documents
-
-from lmcore.data import (ByteTokenizer, CharTokenizer, ChatTokenizer, DocumentCorpus, TextCorpus,
-                         chat_arithmetic, chat_arithmetic_entropy, download, download_corpus,
-                         load_corpus, python_docs_text, random_windows,
-                         read_text_file, train_val_split, unigram_entropy)
 
 whole = functools.partial(pack_documents, policy="whole")
 
@@ -34,13 +47,13 @@ def test_char_tokenizer_round_trip_and_unknown_character():
 
 def test_byte_tokenizer_round_trip_and_specials():
     tok = ByteTokenizer()
-    for s in ["", "plain ascii", "héllo wörld", "数学 2 + 3", "emoji \U0001F600!"]:
+    for s in ["", "plain ascii", "héllo wörld", "数学 2 + 3", "emoji \U0001f600!"]:
         ids = tok.encode(s, add_bos=True, add_eos=True)
         assert ids[0] == 256 and ids[-1] == 257 and ids[1:-1] == list(s.encode("utf-8"))
         assert tok.decode(ids) == s
     assert tok.vocab_size == 259 and len({tok.bos_id, tok.eos_id, tok.pad_id}) == 3
     assert tok.decode([256, 104, 105, 257, 258], keep_special=True) == "<BOS>hi<EOS><PAD>"
-    assert tok.decode([0xC3]) == "\ufffd"                 # a cut multi-byte character
+    assert tok.decode([0xC3]) == "\ufffd"  # a cut multi-byte character
     with pytest.raises(ValueError):
         tok.decode([259])
     with pytest.raises(TypeError):
@@ -58,7 +71,10 @@ def test_chat_tokenizer_seed_example_and_round_trip():
 
 
 def test_chat_arithmetic_is_seeded_and_correct():
-    a, b = chat_arithmetic(200, seed=3, high=50, ops=("+", "-", "*")), chat_arithmetic(200, seed=3, high=50, ops=("+", "-", "*"))
+    a, b = (
+        chat_arithmetic(200, seed=3, high=50, ops=("+", "-", "*")),
+        chat_arithmetic(200, seed=3, high=50, ops=("+", "-", "*")),
+    )
     assert a == b and a != chat_arithmetic(200, seed=4, high=50, ops=("+", "-", "*"))
     for text in a:
         w = text.split()
@@ -72,8 +88,9 @@ def test_chat_arithmetic_is_seeded_and_correct():
         chat_arithmetic(5, ops=("/",))
 
 
-@pytest.mark.parametrize("low,high,ops", [(0, 9, ("+",)), (0, 12, ("+", "*")), (5, 20, ("-",)),
-                                          (0, 3, ("+", "-", "*"))])
+@pytest.mark.parametrize(
+    "low,high,ops", [(0, 9, ("+",)), (0, 12, ("+", "*")), (5, 20, ("-",)), (0, 3, ("+", "-", "*"))]
+)
 def test_chat_arithmetic_entropy_equals_a_perfect_model(low, high, ops):
     """Enumerate every turn; a perfect model predicts each token from prefix counts."""
     tok = ChatTokenizer()
@@ -83,12 +100,16 @@ def test_chat_arithmetic_entropy_equals_a_perfect_model(low, high, ops):
             for b in range(low, high + 1):
                 r = {"+": a + b, "-": a - b, "*": a * b}[op]
                 seqs.append(tuple(tok.encode(f"<user> {a} {op} {b} = <assistant> {r} .")) + (tok.eos_id,))
-    assert len(set(seqs)) == len(seqs)                   # each turn is its own sequence
+    assert len(set(seqs)) == len(seqs)  # each turn is its own sequence
     prefix = collections.Counter(s[:i] for s in seqs for i in range(1, len(s) + 1))
-    total_nll = sum(-math.log(prefix[s[:i + 1]] / prefix[s[:i]]) for s in seqs for i in range(1, len(s)))
+    total_nll = sum(-math.log(prefix[s[: i + 1]] / prefix[s[:i]]) for s in seqs for i in range(1, len(s)))
     n_targets = sum(len(s) - 1 for s in seqs)
-    assert chat_arithmetic_entropy(low=low, high=high, ops=ops) == pytest.approx(total_nll / n_targets, rel=1e-12)
-    assert chat_arithmetic_entropy(low=low, high=high, ops=ops, per="document") == pytest.approx(total_nll / len(seqs))
+    assert chat_arithmetic_entropy(low=low, high=high, ops=ops) == pytest.approx(
+        total_nll / n_targets, rel=1e-12
+    )
+    assert chat_arithmetic_entropy(low=low, high=high, ops=ops, per="document") == pytest.approx(
+        total_nll / len(seqs)
+    )
 
 
 def test_seed_example_entropy_value():
@@ -109,7 +130,7 @@ def test_split_and_random_windows():
     assert torch.equal(tr, torch.arange(80)) and torch.equal(va, torch.arange(80, 100))
     x = random_windows(tr, 6, 10, generator=torch.Generator().manual_seed(0))
     assert x.shape == (6, 10)
-    for row in x:                                        # each row is one contiguous slice
+    for row in x:  # each row is one contiguous slice
         assert torch.equal(row, torch.arange(int(row[0]), int(row[0]) + 10))
     y = random_windows(tr, 6, 10, generator=torch.Generator().manual_seed(0))
     assert torch.equal(x, y)
@@ -129,10 +150,10 @@ def test_pack_whole_documents_never_cuts_a_document():
             toks = [t for t, d in zip(row, doc) if d == k]
             seen.append(toks)
     assert seen == [d + [1] for d in docs]
-    start = 0                               # each row equals pack_documents of its documents
+    start = 0  # each row equals pack_documents of its documents
     for r in range(pb.input_ids.shape[0]):
         n = len(set(pb.document_ids[r].tolist()) - {-1})
-        ref = pack_documents(docs[start:start + n], 8, eos_id=1, pad_id=0)
+        ref = pack_documents(docs[start : start + n], 8, eos_id=1, pad_id=0)
         start += n
         assert ref.input_ids.shape[0] == 1
         for f in ("input_ids", "labels", "position_ids", "attention_mask"):
@@ -193,21 +214,21 @@ def local_server(tmp_path):
 
 def test_download_checksummed_and_cached(local_server, tmp_path):
     root, base, httpd = local_server
-    payload = "To be, or not to be\n".encode() * 100
+    payload = b"To be, or not to be\n" * 100
     (root / "corpus.txt").write_bytes(payload)
     sha = hashlib.sha256(payload).hexdigest()
     cache = tmp_path / "cache"
     with pytest.raises(ValueError, match="checksum"):
         download(f"{base}/corpus.txt", "0" * 64, "c.txt", cache=cache)
-    assert not list(cache.iterdir())                    # nothing kept after a mismatch
+    assert not list(cache.iterdir())  # nothing kept after a mismatch
     path = download(f"{base}/corpus.txt", sha, "c.txt", cache=cache)
     assert path.read_bytes() == payload and path.parent == cache
-    httpd.shutdown()                                     # offline now: the cache answers
+    httpd.shutdown()  # offline now: the cache answers
     assert download(f"{base}/corpus.txt", sha, "c.txt", cache=cache) == path
 
 
 def test_download_offline_is_a_clear_error(tmp_path):
-    with socket.socket() as s:                           # a port nobody listens on
+    with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ConnectionError, match="offline"):

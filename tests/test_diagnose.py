@@ -7,6 +7,7 @@ model is a tiny bag-of-prefix model whose mask handling and positions can be swi
 checks are tested against known behaviour, not against lmcore's own output. A second set runs
 the same bugs on lmcore's GPT.
 """
+
 import math
 
 import pytest
@@ -32,15 +33,20 @@ class PrefixMean(torch.nn.Module):
         self.drop = torch.nn.Dropout(dropout)
 
     def forward(self, ids, mask=None):
-        m = (mask if mask is not None and self.use_mask else torch.ones_like(ids)).to(torch.float32)[..., None]
-        h = self.E[ids] * m                                                     # (N, L, D)
+        m = (mask if mask is not None and self.use_mask else torch.ones_like(ids)).to(torch.float32)[
+            ..., None
+        ]
+        h = self.E[ids] * m  # (N, L, D)
         if self.causal:
             h = h.cumsum(1) / m.cumsum(1).clamp(min=1)
         else:
             h = (h.sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).expand_as(h)
         L = ids.shape[1]
-        pos = (torch.arange(L)[None].expand_as(ids) if self.positions == "absolute"
-               else (m[..., 0].cumsum(1) - 1).clamp(min=0).long())
+        pos = (
+            torch.arange(L)[None].expand_as(ids)
+            if self.positions == "absolute"
+            else (m[..., 0].cumsum(1) - 1).clamp(min=0).long()
+        )
         return self.drop(h + self.P[pos]) @ self.W
 
 
@@ -64,12 +70,13 @@ def loss_z(logits, ids, mask, coef=1e-4):
     targets = _labels(ids, mask)[:, 1:]
     valid = targets != -100
     log_z = torch.logsumexp(logits[:, :-1].float(), -1)[valid]
-    return ce(logits[:, :-1], targets) + coef * (log_z ** 2).mean()
+    return ce(logits[:, :-1], targets) + coef * (log_z**2).mean()
 
 
 def loss_pad_by_id(pad_id):
-    def loss(logits, ids, mask):            # a dedicated PAD id that no real token uses
+    def loss(logits, ids, mask):  # a dedicated PAD id that no real token uses
         return ce(logits[:, :-1], ids.masked_fill(ids == pad_id, -100)[:, 1:])
+
     return loss
 
 
@@ -90,21 +97,23 @@ def loss_padding(logits, ids, mask):
 
 
 def loss_row_means(logits, ids, mask):
-    return torch.stack([loss_good(logits[i:i + 1], ids[i:i + 1], mask[i:i + 1])
-                        for i in range(len(ids))]).mean()
+    return torch.stack(
+        [loss_good(logits[i : i + 1], ids[i : i + 1], mask[i : i + 1]) for i in range(len(ids))]
+    ).mean()
 
 
 def loss_eos_ignored(eos_id):
-    def loss(logits, ids, mask):            # "ignore the special tokens": EOS goes too
+    def loss(logits, ids, mask):  # "ignore the special tokens": EOS goes too
         return ce(logits[:, :-1], _labels(ids, mask).masked_fill(ids == eos_id, -100)[:, 1:])
+
     return loss
 
 
-def loss_nan(logits, ids, mask):            # every target ignored: the mean of nothing is NaN
+def loss_nan(logits, ids, mask):  # every target ignored: the mean of nothing is NaN
     return ce(logits[:, :-1], _labels(ids, mask).masked_fill(mask == 1, -100)[:, 1:])
 
 
-def loss_inf(logits, ids, mask):            # sum / a count that is 0
+def loss_inf(logits, ids, mask):  # sum / a count that is 0
     targets = _labels(ids, mask)[:, 1:]
     return ce(logits[:, :-1], targets, reduction="sum") / (targets == -7).sum()
 
@@ -112,19 +121,32 @@ def loss_inf(logits, ids, mask):            # sum / a count that is 0
 # name: (loss_fn or factory of eos_id, model kwargs, expected failing checks, words in a detail)
 BUGS = {
     "no_shift": (loss_no_shift, {}, {"alignment", "perfect_logits", "last_unscored"}, "shift is missing"),
-    "double_shift": (loss_double_shift, {}, {"alignment", "perfect_logits", "all_scored", "eos_scored"},
-                     "shifted twice"),
+    "double_shift": (
+        loss_double_shift,
+        {},
+        {"alignment", "perfect_logits", "all_scored", "eos_scored"},
+        "shifted twice",
+    ),
     "softmax": (loss_softmax, {}, {"perfect_logits"}, "softmax"),
     "padding": (loss_padding, {}, {"padding_unscored"}, "padding is scored"),
     "row_means": (loss_row_means, {}, {"equal_weights"}, "per-row"),
     "eos_ignored": (loss_eos_ignored, {}, {"eos_scored"}, "never learns to stop"),
     "nan_loss": (loss_nan, {}, {"finite_loss"}, "not finite"),
     "future": (loss_good, dict(causal=False), {"future"}, "sees the future"),
-    "ignores_mask": (loss_good, dict(use_mask=False), {"padding_unread", "left_padding"}, "reads the padding"),
+    "ignores_mask": (
+        loss_good,
+        dict(use_mask=False),
+        {"padding_unread", "left_padding"},
+        "reads the padding",
+    ),
     "no_position_reset": (loss_good, dict(positions="absolute"), {"left_padding"}, "positions are not reset"),
 }
-SETTINGS = [dict(vocab_size=16, seq_len=8, pad_id=0, eos_id=1), dict(vocab_size=50, seq_len=16, pad_id=3, eos_id=4),
-            dict(vocab_size=7, seq_len=5, pad_id=6, eos_id=6), dict(vocab_size=9, seq_len=6, pad_id=2)]
+SETTINGS = [
+    dict(vocab_size=16, seq_len=8, pad_id=0, eos_id=1),
+    dict(vocab_size=50, seq_len=16, pad_id=3, eos_id=4),
+    dict(vocab_size=7, seq_len=5, pad_id=6, eos_id=6),
+    dict(vocab_size=9, seq_len=6, pad_id=2),
+]
 
 
 def _run(loss_fn, model_kw=None, **kw):
@@ -183,9 +205,12 @@ def test_z_loss_passes_when_declared(V):
     kw = dict(vocab_size=V, seq_len=8, pad_id=0, eos_id=1)
     assert _run(loss_z, z_loss=1e-4, **kw).passed, str(_run(loss_z, z_loss=1e-4, **kw))
     undeclared = _run(loss_z, **kw)
-    assert "perfect_logits" in undeclared.failed and set(undeclared.failed) <= {"perfect_logits", "zero_logits"}
+    assert "perfect_logits" in undeclared.failed and set(undeclared.failed) <= {
+        "perfect_logits",
+        "zero_logits",
+    }
     if V == 1000:
-        assert "zero_logits" in undeclared.failed                     # 1e-4 (ln 1000)^2 = 0.0048
+        assert "zero_logits" in undeclared.failed  # 1e-4 (ln 1000)^2 = 0.0048
     other = _run(loss_z, aux_loss=True, **kw)
     assert other.passed and set(other.skipped) == {"perfect_logits", "zero_logits"}
     assert "aux_loss=True" in other["perfect_logits"].detail
@@ -198,20 +223,20 @@ def test_padding_found_by_a_dedicated_pad_id_passes(kw):
 
 def test_dropout_left_on_passes_in_eval_mode_and_the_mode_is_restored():
     model = PrefixMean(16, dropout=0.5).train()
-    model.drop.eval()                                   # a mixed state, restored module by module
+    model.drop.eval()  # a mixed state, restored module by module
     model.drop.train()
     assert run_checks(model, loss_good, vocab_size=16, eos_id=1).passed
     assert model.training and model.drop.training
     assert run_checks(lambda i, m: model(i, m), loss_good, vocab_size=16, model=model).passed
     assert model.training
-    report = run_checks(lambda i, m: model(i, m), loss_good, vocab_size=16)   # mode unknown
+    report = run_checks(lambda i, m: model(i, m), loss_good, vocab_size=16)  # mode unknown
     assert "future" in report.failed and "dropout" in report["future"].detail
     with pytest.raises(TypeError, match="model"):
         run_checks(model, loss_good, vocab_size=16, model="not a module")
 
 
 def test_a_pretrained_start_skips_the_first_loss_check():
-    model = PrefixMean(16, scale=3.0)                    # far from ln V, like a trained model
+    model = PrefixMean(16, scale=3.0)  # far from ln V, like a trained model
     fwd = lambda ids, mask: model(ids, mask)  # noqa: E731
     report = run_checks(fwd, loss_good, vocab_size=16)
     assert report.failed == ("first_loss",) and "too large" in report["first_loss"].detail
@@ -235,7 +260,7 @@ def _gpt(V, causal=True, use_mask=True, reset=True):
     def forward(ids, mask):
         doc = torch.where(mask == 1, 0, -1)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        if not causal:                       # the same layers, attention to every real token
+        if not causal:  # the same layers, attention to every real token
             T = ids.shape[1]
             x = model.wte(ids) + model.wpe(pos)
             keys = (mask[:, None, None, :] == 1).expand(len(ids), 1, T, T)
@@ -245,10 +270,15 @@ def _gpt(V, causal=True, use_mask=True, reset=True):
         if not use_mask:
             return model(ids)
         return model(ids, document_ids=doc, position_ids=pos if reset else None)
+
     return forward
 
 
-GPT_BUGS = {"ignores_mask": dict(use_mask=False), "no_position_reset": dict(reset=False), "future": dict(causal=False)}
+GPT_BUGS = {
+    "ignores_mask": dict(use_mask=False),
+    "no_position_reset": dict(reset=False),
+    "future": dict(causal=False),
+}
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
@@ -261,8 +291,13 @@ def test_signatures_hold_on_a_gpt(bug):
 
 
 def test_zero_logits_catches_summed_and_base_2_losses():
-    summed = lambda lg, ids, m: F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]),  # noqa: E731
-                                                _labels(ids, m)[:, 1:].reshape(-1), reduction="sum")
+    summed = (
+        lambda lg, ids, m: F.cross_entropy(
+            lg[:, :-1].reshape(-1, lg.shape[-1]),  # noqa: E731
+            _labels(ids, m)[:, 1:].reshape(-1),
+            reduction="sum",
+        )
+    )
     report = _run(summed, vocab_size=16)
     assert "zero_logits" in report.failed and "summed" in report["zero_logits"].detail
     bits = _run(lambda lg, ids, m: loss_good(lg, ids, m) / math.log(2), vocab_size=16)
@@ -272,7 +307,7 @@ def test_zero_logits_catches_summed_and_base_2_losses():
 def test_equal_weights_prints_the_exact_ratio_of_the_row_counts():
     report = _run(loss_row_means, vocab_size=16, seq_len=16)
     ids, mask = ragged_batch(16, 16)
-    counts = (mask[:, 1:] == 1).sum(1).tolist()          # targets per row: 15, 8, 12
+    counts = (mask[:, 1:] == 1).sum(1).tolist()  # targets per row: 15, 8, 12
     assert counts == [15, 8, 12]
     assert "row of 8 targets weighs 15/8 times one in the row of 15" in report["equal_weights"].detail
 
@@ -290,12 +325,14 @@ def test_token_weights_are_one_over_the_valid_count():
     mask = (ids != 0).long()
     w = token_weights(loss_good, ids, mask, 9)
     valid = torch.zeros(2, 5)
-    for n in range(2):                    # naive: position t is scored when token t+1 is real
+    for n in range(2):  # naive: position t is scored when token t+1 is real
         for t in range(4):
             valid[n, t] = float(mask[n, t + 1])
     assert torch.allclose(w, valid / valid.sum(), atol=1e-6)
     per_row = token_weights(loss_row_means, ids, mask, 9)
-    assert torch.allclose(per_row[1, 0], torch.tensor(0.5)) and torch.allclose(per_row[0, 0], torch.tensor(1 / 8))
+    assert torch.allclose(per_row[1, 0], torch.tensor(0.5)) and torch.allclose(
+        per_row[0, 0], torch.tensor(1 / 8)
+    )
 
 
 @pytest.mark.parametrize("V", [0, 1, -3])

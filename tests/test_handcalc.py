@@ -1,5 +1,6 @@
 """lmcore.handcalc against the seed's worked numbers, torch in float64, autograd and finite
 differences."""
+
 import math
 
 import numpy as np
@@ -32,7 +33,7 @@ def test_accepts_lists_tuples_arrays_and_numpy_ints():
 def test_seed_000_probabilities_to_losses():
     # -ln p for the probabilities of the seed's four-token example, and a near-miss.
     for p, loss in [(0.462, 0.772), (0.477, 0.740), (0.313, 1.162), (0.0001, 9.21)]:
-        z = [math.log(p), math.log(1 - p)]       # a two-way softmax with p at index 0
+        z = [math.log(p), math.log(1 - p)]  # a two-way softmax with p at index 0
         assert handcalc.nll(z, 0) == pytest.approx(loss, abs=5e-3)
 
 

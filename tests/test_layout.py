@@ -1,14 +1,24 @@
 """The house rules, read from the source (every import, also those inside functions): no import
 circle between lmcore's modules, the concepts at the top never reach into data/train, and the
 core (everything but lmcore.course) never imports lmcore.course or a plotting library."""
+
 import ast
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parent.parent / "lmcore"
-CONCEPTS = {"lmcore.handcalc", "lmcore.shift", "lmcore.loss", "lmcore.perplexity", "lmcore.model",
-            "lmcore.sample", "lmcore.diagnose", "lmcore.diagnose_checks", "lmcore._validate"}
+CONCEPTS = {
+    "lmcore.handcalc",
+    "lmcore.shift",
+    "lmcore.loss",
+    "lmcore.perplexity",
+    "lmcore.model",
+    "lmcore.sample",
+    "lmcore.diagnose",
+    "lmcore.diagnose_checks",
+    "lmcore._validate",
+}
 
 
 def module_name(path: Path) -> str:
@@ -54,7 +64,7 @@ def test_no_import_circle():
         path.append(m)
         for n in sorted(GRAPH[m]):
             if state.get(n) == "open":
-                pytest.fail("import circle: " + " -> ".join(path[path.index(n):] + [n]))
+                pytest.fail("import circle: " + " -> ".join(path[path.index(n) :] + [n]))
             if n not in state:
                 visit(n)
         path.pop()
@@ -68,7 +78,8 @@ def test_no_import_circle():
 @pytest.mark.parametrize("name", sorted(m for m in MODULES if not m.startswith("lmcore.course")))
 def test_the_core_never_imports_the_course_or_plots(name):
     bad = {i for i in imports(name) if i.startswith("lmcore.course")} | (
-        imports(name) & {"matplotlib", "ipywidgets", "IPython"})
+        imports(name) & {"matplotlib", "ipywidgets", "IPython"}
+    )
     assert not bad, f"{name} imports {sorted(bad)}"
 
 
@@ -79,8 +90,11 @@ def test_the_concepts_at_the_top_stand_on_their_own(name):
 
 
 KIT = {"toys", "widgets", "checks", "verdict", "style", "autograding"}
-TOPICS = sorted(m for m in MODULES if m.startswith("lmcore.course.") and m.count(".") == 2
-                and m.rpartition(".")[2] not in KIT)
+TOPICS = sorted(
+    m
+    for m in MODULES
+    if m.startswith("lmcore.course.") and m.count(".") == 2 and m.rpartition(".")[2] not in KIT
+)
 
 
 def _topic(name: str) -> str:
@@ -91,8 +105,14 @@ def _topic(name: str) -> str:
 def test_topic_modules_import_the_kit_never_another_topic(name):
     """``<topic>.py``, ``<topic>_views.py`` (and ``<topic>_<part>.py``) may use each other and the
     shared kit; a helper two topics need belongs in the kit."""
-    other = {i for i in GRAPH[name] if i.startswith("lmcore.course.") and i.count(".") == 2
-             and i.rpartition(".")[2] not in KIT and _topic(i) != _topic(name)}
+    other = {
+        i
+        for i in GRAPH[name]
+        if i.startswith("lmcore.course.")
+        and i.count(".") == 2
+        and i.rpartition(".")[2] not in KIT
+        and _topic(i) != _topic(name)
+    }
     assert not other, f"{name} imports other topics' modules {sorted(other)}"
 
 

@@ -1,15 +1,15 @@
 """lmcore.causal_lm_loss against F.cross_entropy in float64, a naive loop, and invariances."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from _reference import naive_nll_sums
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lmcore import IGNORE_INDEX, causal_lm_loss, labels_from_attention_mask
-
-from _reference import naive_nll_sums
 
 
 def random_case(seed, N=None, L=None, V=None, p_ignore=0.3, dtype=torch.float32, scale=2.0):
@@ -20,7 +20,7 @@ def random_case(seed, N=None, L=None, V=None, p_ignore=0.3, dtype=torch.float32,
     logits = (torch.randn(N, L, V, generator=g, dtype=torch.float64) * scale).to(dtype)
     labels = torch.randint(0, V, (N, L), generator=g)
     labels[torch.rand(N, L, generator=g) < p_ignore] = IGNORE_INDEX
-    labels[0, 1] = int(torch.randint(0, V, (1,), generator=g))   # at least one valid target
+    labels[0, 1] = int(torch.randint(0, V, (1,), generator=g))  # at least one valid target
     return logits, labels
 
 
@@ -65,7 +65,7 @@ def test_gradient_matches_float64_autograd(seed):
     x64 = logits.double().requires_grad_()
     reference(x64, labels).backward()
     torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1e-5, atol=1e-7)
-    assert bool((x.grad[:, -1] == 0).all())        # the last position predicts nothing
+    assert bool((x.grad[:, -1] == 0).all())  # the last position predicts nothing
 
 
 def test_uniform_logits_give_ln_v():
@@ -83,7 +83,7 @@ def test_num_items_divides_the_sum():
     assert float(got_t) == pytest.approx(float(total) / 40, rel=1e-5)
     # Gradient accumulation: micro-batches with the full count add up to the whole batch.
     n_valid = int((labels[:, 1:] != IGNORE_INDEX).sum())
-    parts = sum(causal_lm_loss(logits[i:i + 1], labels[i:i + 1], num_items=n_valid) for i in range(3))
+    parts = sum(causal_lm_loss(logits[i : i + 1], labels[i : i + 1], num_items=n_valid) for i in range(3))
     assert float(parts) == pytest.approx(float(reference(logits, labels)), rel=1e-5)
 
 
@@ -103,7 +103,7 @@ def test_custom_ignore_index_and_int32_labels():
 
 def test_stable_at_magnitude_1000():
     logits, labels = random_case(8, N=2, L=6, V=9, p_ignore=0.0, scale=1.0)
-    big = torch.sign(logits) * 1000.0 + logits            # |z| ~ 1000, spread ~ 2000
+    big = torch.sign(logits) * 1000.0 + logits  # |z| ~ 1000, spread ~ 2000
     x = big.clone().requires_grad_()
     loss = causal_lm_loss(x, labels)
     loss.backward()
@@ -123,8 +123,9 @@ def test_low_precision_logits_are_reduced_in_float32(dtype):
         # Same (rounded) inputs, float64 reference: only float32 rounding may differ.
         torch.testing.assert_close(got.double(), reference(low, labels, reduction), rtol=1e-5, atol=1e-5)
     # Against the unrounded logits the error is that of rounding the inputs to bf16/fp16 only.
-    torch.testing.assert_close(causal_lm_loss(low, labels).double(), reference(logits, labels),
-                               rtol=2e-2, atol=0)
+    torch.testing.assert_close(
+        causal_lm_loss(low, labels).double(), reference(logits, labels), rtol=2e-2, atol=0
+    )
     x = low.clone().requires_grad_()
     causal_lm_loss(x, labels).backward()
     assert x.grad.dtype == dtype and bool(torch.isfinite(x.grad).all())

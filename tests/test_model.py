@@ -1,4 +1,5 @@
 """GPT: causality, document isolation, first loss near ln V, tying, errors, a naive reference."""
+
 import math
 
 import pytest
@@ -8,7 +9,6 @@ import torch.nn.functional as F
 from lmcore.loss import chunked_causal_lm_loss
 from lmcore.model import GPT, GPTConfig
 from lmcore.shift import pack_documents
-
 
 
 def make(seed=0, **kw):
@@ -49,7 +49,7 @@ def naive_logits(model, x, doc=None, pos=None):
 
 def test_matches_naive_reference_with_and_without_documents():
     model = make()
-    with torch.no_grad():                      # make the LayerNorms non-trivial
+    with torch.no_grad():  # make the LayerNorms non-trivial
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
     x = torch.randint(0, 11, (2, 12))
@@ -71,7 +71,7 @@ def test_causal_changing_future_tokens_leaves_earlier_logits():
         with torch.no_grad():
             a, b = model(x), model(y)
         torch.testing.assert_close(a[:, :t], b[:, :t], rtol=0, atol=1e-6)
-        assert (a[:, t] - b[:, t]).abs().max() > 1e-4   # position t itself does change
+        assert (a[:, t] - b[:, t]).abs().max() > 1e-4  # position t itself does change
 
 
 def test_document_isolation_in_a_packed_row():
@@ -87,7 +87,7 @@ def test_document_isolation_in_a_packed_row():
             where = pb.document_ids[0] == k
             alone = model(torch.tensor([doc + [0]]))[0]
             torch.testing.assert_close(a[0, where], alone, rtol=1e-5, atol=1e-5)
-    for k in (0, 2):                                     # the other documents did not move
+    for k in (0, 2):  # the other documents did not move
         where = pb.document_ids[0] == k
         torch.testing.assert_close(a[0, where], b[0, where], rtol=0, atol=1e-6)
     # without document_ids the third document does see the second
@@ -134,7 +134,7 @@ def test_weight_tying_and_parameter_count():
     assert model.lm_head.weight is model.wte.weight
     c = model.config
     D, V, B, Lyr = c.n_embd, c.vocab_size, c.block_size, c.n_layer
-    per_block = 2 * D + 3 * D * D + D * D + 4 * D * D + 4 * D * D   # 2 LN + attn + mlp, no bias
+    per_block = 2 * D + 3 * D * D + D * D + 4 * D * D + 4 * D * D  # 2 LN + attn + mlp, no bias
     total = V * D + B * D + Lyr * per_block + D
     assert model.num_parameters(non_embedding=False) == total
     assert model.num_parameters() == total - B * D

@@ -1,15 +1,20 @@
 """PerplexityMeter is token-weighted: exp(total NLL / total valid targets), from a naive loop."""
+
 import math
 
 import pytest
 import torch
-
-from lmcore import (IGNORE_INDEX, LN2, PerplexityMeter, bits_per_byte, bits_to_nats,
-                    nats_to_bits, perplexity_from_nll)
-
 from _reference import naive_nll_sums
 
-
+from lmcore import (
+    IGNORE_INDEX,
+    LN2,
+    PerplexityMeter,
+    bits_per_byte,
+    bits_to_nats,
+    nats_to_bits,
+    perplexity_from_nll,
+)
 
 
 def ragged_batches(seed=0):
@@ -59,13 +64,13 @@ def test_update_sums_and_reset():
     meter.update_sums(10.0, 4)
     meter.update_sums(torch.tensor(2.0), torch.tensor(2))
     assert meter.n_tokens == 6 and meter.mean_nll == pytest.approx(2.0)
-    assert meter.perplexity == pytest.approx(7.389, abs=1e-3)       # loss 2 nats -> 7.39
+    assert meter.perplexity == pytest.approx(7.389, abs=1e-3)  # loss 2 nats -> 7.39
     meter.reset()
     assert meter.n_tokens == 0 and repr(meter) == "PerplexityMeter(n_tokens=0)"
 
 
 def test_custom_ignore_index_and_no_graph():
-    (logits, labels), = ragged_batches(3)[:1]
+    ((logits, labels),) = ragged_batches(3)[:1]
     alt = labels.clone()
     alt[alt == IGNORE_INDEX] = -1
     meter = PerplexityMeter(ignore_index=-1)
@@ -84,7 +89,11 @@ def test_unit_conversions_match_the_course_figures():
     assert perplexity_from_nll(math.log(50257)) == pytest.approx(50257, rel=1e-9)
     # 2.0 nat/token at 3.94 characters (bytes) per token is about 0.73 bit per byte.
     assert bits_per_byte(2.0 * 1000, 3940) == pytest.approx(0.73, abs=5e-3)
-    for V, nat, bit in [(5, 1.61, 2.32), (32_000, 10.37, 14.97), (50_257, 10.82, 15.62),
-                        (128_256, 11.76, 16.97)]:
+    for V, nat, bit in [
+        (5, 1.61, 2.32),
+        (32_000, 10.37, 14.97),
+        (50_257, 10.82, 15.62),
+        (128_256, 11.76, 16.97),
+    ]:
         assert math.log(V) == pytest.approx(nat, abs=5e-3)
         assert nats_to_bits(math.log(V)) == pytest.approx(bit, abs=5e-3)

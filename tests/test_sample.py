@@ -1,4 +1,5 @@
 """Sampling: top-k / top-p keep the right tokens, greedy, seeded, never past block_size."""
+
 import math
 import types
 
@@ -7,7 +8,6 @@ import torch
 
 from lmcore.model import GPT, GPTConfig
 from lmcore.sample import filter_logits, generate, next_token_distribution
-
 
 
 def naive_top_p(probs, p):
@@ -41,7 +41,7 @@ def test_top_p_keeps_the_nucleus():
             out = filter_logits(z, top_p=p)
             kept = set(torch.isfinite(out).nonzero().flatten().tolist())
             assert kept == naive_top_p(probs, p)
-            assert torch.equal(out[list(kept)], z[list(kept)])     # kept logits unchanged
+            assert torch.equal(out[list(kept)], z[list(kept)])  # kept logits unchanged
     z = torch.tensor([[3.0, 1.0, 0.0], [0.0, 0.0, 5.0]])
     assert torch.isfinite(filter_logits(z, top_p=1.0)).all()
     assert torch.isfinite(filter_logits(z, top_p=1e-6)).sum(-1).tolist() == [1, 1]
@@ -81,12 +81,22 @@ class FixedLogits(torch.nn.Module):
 def test_sampling_frequencies_and_filters():
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
     model = FixedLogits(probs.log())
-    out = generate(model, torch.zeros(2000, 1, dtype=torch.long), 1, generator=torch.Generator().manual_seed(0))
+    out = generate(
+        model, torch.zeros(2000, 1, dtype=torch.long), 1, generator=torch.Generator().manual_seed(0)
+    )
     freq = torch.bincount(out[:, 1], minlength=4).double() / 2000
     assert (freq - probs.double()).abs().max() < 0.04
-    out = generate(model, torch.zeros(500, 1, dtype=torch.long), 1, top_k=2, generator=torch.Generator().manual_seed(0))
+    out = generate(
+        model, torch.zeros(500, 1, dtype=torch.long), 1, top_k=2, generator=torch.Generator().manual_seed(0)
+    )
     assert set(out[:, 1].tolist()) == {0, 1}
-    out = generate(model, torch.zeros(500, 1, dtype=torch.long), 1, top_p=0.85, generator=torch.Generator().manual_seed(0))
+    out = generate(
+        model,
+        torch.zeros(500, 1, dtype=torch.long),
+        1,
+        top_p=0.85,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert set(out[:, 1].tolist()) == {0, 1, 2}
 
 
@@ -105,6 +115,7 @@ def test_never_reads_past_the_last_trained_position():
 def test_the_last_window_position_gets_no_gradient_in_training():
     # Why generate stops at block_size - 1: the last position's embedding is never trained.
     from lmcore import causal_lm_loss
+
     model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=16))
     ids = torch.randint(0, 13, (4, 8), generator=torch.Generator().manual_seed(0))
     causal_lm_loss(model(ids), ids).backward()
@@ -121,7 +132,7 @@ def test_greedy_matches_a_naive_loop_and_seeds_reproduce():
     model.train()
     prompt = [1, 2, 3]
     got = generate(model, prompt, 12, temperature=0)
-    assert model.training                                    # mode restored
+    assert model.training  # mode restored
     ids = list(prompt)
     model.eval()
     with torch.no_grad():

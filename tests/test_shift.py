@@ -1,12 +1,19 @@
 """lmcore.shift against hand-built expectations and naive loops."""
+
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lmcore import (IGNORE_INDEX, document_causal_mask, labels_from_attention_mask,
-                    mask_cross_document_targets, num_valid_targets, pack_documents,
-                    shift_for_next_token)
+from lmcore import (
+    IGNORE_INDEX,
+    document_causal_mask,
+    labels_from_attention_mask,
+    mask_cross_document_targets,
+    num_valid_targets,
+    pack_documents,
+    shift_for_next_token,
+)
 
 
 def test_shift_pairs_position_t_with_token_t_plus_1():
@@ -28,14 +35,14 @@ def test_shift_of_two_tokens_gives_one_target():
 
 def test_num_valid_targets_counts_after_the_shift():
     labels = torch.tensor([[IGNORE_INDEX, 1, 2, IGNORE_INDEX], [4, IGNORE_INDEX, 5, 6]])
-    assert num_valid_targets(labels) == 4     # the first column is never a target
+    assert num_valid_targets(labels) == 4  # the first column is never a target
 
 
 @pytest.mark.parametrize("bool_mask", [False, True])
 def test_labels_from_attention_mask_matches_loop_and_does_not_mutate(bool_mask):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 50, (4, 9), generator=g)
-    mask = (torch.rand(4, 9, generator=g) < 0.7)
+    mask = torch.rand(4, 9, generator=g) < 0.7
     mask = mask if bool_mask else mask.long()
     ids_before, mask_before = ids.clone(), mask.clone()
     labels = labels_from_attention_mask(ids, mask)
@@ -124,7 +131,7 @@ def test_pack_documents_properties(docs, block_size):
             else:
                 assert b.position_ids[n, t] == b.position_ids[n, t - 1] + 1
     # Every EOS is a target (except at a row start, which the shift never scores anyway).
-    eos_at = (b.input_ids == eos)
+    eos_at = b.input_ids == eos
     eos_at[:, 0] = False
     assert bool((b.labels[eos_at] == eos).all())
 
@@ -157,6 +164,7 @@ def test_document_causal_mask_single_document_is_causal():
 
 def test_position_ids_from_attention_mask_against_a_naive_loop():
     from lmcore.shift import position_ids_from_attention_mask
+
     g = torch.Generator().manual_seed(0)
     for _ in range(20):
         mask = (torch.rand(3, 7, generator=g) < 0.7).long()
@@ -171,15 +179,19 @@ def test_position_ids_from_attention_mask_against_a_naive_loop():
         assert torch.equal(position_ids_from_attention_mask(mask.bool()), naive)
 
 
-@pytest.mark.parametrize("bad, exc, word", [
-    (torch.tensor([[1.0, 0.5, 0.0]]), ValueError, "only 0"),
-    (torch.tensor([[1.0, float("nan"), 0.0]]), ValueError, "only 0"),
-    (torch.ones(2, 3, dtype=torch.complex64), TypeError, "attention_mask"),
-    (torch.tensor([[1, 2, 0]]), ValueError, "only 0"),
-    (torch.ones(3, dtype=torch.long), ValueError, "attention_mask"),
-    ([[1, 1, 0]], TypeError, "attention_mask"),
-])
+@pytest.mark.parametrize(
+    "bad, exc, word",
+    [
+        (torch.tensor([[1.0, 0.5, 0.0]]), ValueError, "only 0"),
+        (torch.tensor([[1.0, float("nan"), 0.0]]), ValueError, "only 0"),
+        (torch.ones(2, 3, dtype=torch.complex64), TypeError, "attention_mask"),
+        (torch.tensor([[1, 2, 0]]), ValueError, "only 0"),
+        (torch.ones(3, dtype=torch.long), ValueError, "attention_mask"),
+        ([[1, 1, 0]], TypeError, "attention_mask"),
+    ],
+)
 def test_position_ids_from_attention_mask_rejects_bad_masks(bad, exc, word):
     from lmcore.shift import position_ids_from_attention_mask
+
     with pytest.raises(exc, match=word):
         position_ids_from_attention_mask(bad)

@@ -1,5 +1,6 @@
 """The python-stdlib corpus: which files, in which order and split, and packing that equals
 lmcore.shift.pack_documents row for row."""
+
 import sysconfig
 import zlib
 from pathlib import Path
@@ -8,19 +9,28 @@ import pytest
 import torch
 
 from lmcore.data import load_corpus
-from lmcore.shift import pack_documents
 from lmcore.data.stdlib import PackedStreamCorpus, load_python_stdlib, stdlib_files
 from lmcore.data.tokenizers import ByteTokenizer
+from lmcore.shift import pack_documents
 
 
 @pytest.fixture
 def fake_stdlib(tmp_path):
-    files = {"os.py": "import sys\n", "json/__init__.py": "x = 1\n", "json/empty.py": "",
-             "test/test_os.py": "assert 1\n", "unittest/test/test_case.py": "t\n",
-             "lib2to3/tests/data/bom.py": "b\n", "idlelib/idle_test/htest.py": "h\n",
-             "site-packages/pkg/mod.py": "third party\n", "pydoc_data/topics.py": "docs\n",
-             "tkinter/test_helper.py": "t\n", "__pycache__/os.cpython-311.py": "c\n",
-             "zipfile.py": "import io\n", "README.txt": "not python\n"}
+    files = {
+        "os.py": "import sys\n",
+        "json/__init__.py": "x = 1\n",
+        "json/empty.py": "",
+        "test/test_os.py": "assert 1\n",
+        "unittest/test/test_case.py": "t\n",
+        "lib2to3/tests/data/bom.py": "b\n",
+        "idlelib/idle_test/htest.py": "h\n",
+        "site-packages/pkg/mod.py": "third party\n",
+        "pydoc_data/topics.py": "docs\n",
+        "tkinter/test_helper.py": "t\n",
+        "__pycache__/os.cpython-311.py": "c\n",
+        "zipfile.py": "import io\n",
+        "README.txt": "not python\n",
+    }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
@@ -29,12 +39,16 @@ def fake_stdlib(tmp_path):
 
 def test_tests_and_third_party_code_are_excluded(fake_stdlib):
     assert [rel for rel, _ in stdlib_files(fake_stdlib)] == [
-        "json/__init__.py", "json/empty.py", "os.py", "zipfile.py"]
+        "json/__init__.py",
+        "json/empty.py",
+        "os.py",
+        "zipfile.py",
+    ]
 
 
 def test_corpus_from_a_folder(fake_stdlib):
     c = load_python_stdlib(fake_stdlib)
-    assert c.names == ["json/__init__.py", "os.py", "zipfile.py"]          # the empty file dropped
+    assert c.names == ["json/__init__.py", "os.py", "zipfile.py"]  # the empty file dropped
     val = [zlib.crc32(n.encode()) % 10 == 0 for n in c.names]
     assert c.num_documents("val") == max(1, sum(val)) and c.num_documents("train") >= 1
     assert c.num_tokens("train") + c.num_tokens("val") == len("import sys\nx = 1\nimport io\n") + 3
@@ -81,10 +95,10 @@ def test_batches_are_reproducible_and_in_range():
 def test_the_real_stdlib_corpus():
     root = Path(sysconfig.get_paths()["stdlib"])
     c = load_corpus("python-stdlib")
-    assert c is load_corpus("python-stdlib")                               # cached
+    assert c is load_corpus("python-stdlib")  # cached
     assert 300 < c.num_documents("train") + c.num_documents("val") < 3000
     assert 0.05 < c.num_documents("val") / c.num_documents("train") < 0.2
     assert all(not n.startswith("test/") and "/tests/" not in n for n in c.names)
     total = sum((root / n).stat().st_size for n in c.names)
-    assert len(c.ids) == total + len(c.names)                              # bytes + one EOS each
+    assert len(c.ids) == total + len(c.names)  # bytes + one EOS each
     assert c.vocab_size == 259 and 2.0 < c.unigram_entropy < 5.0

@@ -1,4 +1,5 @@
 """The student edition: solutions stubbed, nothing of them left, and Run All reaches the end."""
+
 import re
 from pathlib import Path
 
@@ -16,11 +17,14 @@ def test_strip_keeps_indentation_and_code_around():
     assert strip_solutions(src) == f"def f(x):\n    y = 1\n    {STUB}\nprint(2)"
 
 
-@pytest.mark.parametrize("bad", [
-    f"{BEGIN}\nx = 1\n{END}",                       # top level: would stop Run All
-    f"def f():\n    {BEGIN}\n    return 1",          # no END
-    f"def f():\n    return 1\n    {END}",            # no BEGIN
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        f"{BEGIN}\nx = 1\n{END}",  # top level: would stop Run All
+        f"def f():\n    {BEGIN}\n    return 1",  # no END
+        f"def f():\n    return 1\n    {END}",  # no BEGIN
+    ],
+)
 def test_strip_rejects_bad_markers(bad):
     with pytest.raises(ValueError):
         strip_solutions(bad)
@@ -70,8 +74,9 @@ def test_student_edition_has_no_solution_and_runs_to_the_end(path, student_dir):
 
 
 def test_run_cells_reports_errors_and_output(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')"),
-                                         nbformat.v4.new_code_cell("1 / 0")])
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("print('hi')"), nbformat.v4.new_code_cell("1 / 0")]
+    )
     first, second = run_cells(nb, tmp_path, timeout=60)
     assert first["text"] == "hi\n" and first["error"] is None
     assert second["error"].startswith("ZeroDivisionError")

@@ -1,4 +1,5 @@
 """Training loop: schedule, decay groups, accumulation, evaluation, checkpoints, resume, stops, CLI."""
+
 import copy
 import json
 import math
@@ -10,13 +11,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmcore.train.checkpoint import load_model
 from lmcore.data import load_corpus
 from lmcore.model import GPT, GPTConfig
-from lmcore.train.optim import configure_optimizer, lr_at
 from lmcore.train import accumulate_gradients, evaluate, preset, train
+from lmcore.train.checkpoint import load_model
 from lmcore.train.cli import main
-
+from lmcore.train.optim import configure_optimizer, lr_at
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_lr_schedule():
     kw = dict(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
     assert [lr_at(s, **kw) for s in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
     assert lr_at(10, **kw) == pytest.approx(1.0)
-    assert lr_at(60, **kw) == pytest.approx(0.1 + 0.45)              # cosine midpoint
+    assert lr_at(60, **kw) == pytest.approx(0.1 + 0.45)  # cosine midpoint
     assert lr_at(110, **kw) == pytest.approx(0.1) and lr_at(500, **kw) == pytest.approx(0.1)
     vals = [lr_at(s, **kw) for s in range(10, 111)]
     assert all(a >= b for a, b in zip(vals, vals[1:]))
@@ -48,7 +48,7 @@ def test_weight_decay_only_on_matrices():
     assert {names[id(p)].rsplit(".", 1)[-1] for p in no_decay["params"]} == {"weight", "bias"}
     assert all(p.dim() == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
-    assert sum(p is model.wte.weight for p in decay["params"]) == 1   # tied weight once
+    assert sum(p is model.wte.weight for p in decay["params"]) == 1  # tied weight once
 
 
 def test_accumulated_gradients_equal_the_full_batch_with_uneven_padding():
@@ -56,7 +56,7 @@ def test_accumulated_gradients_equal_the_full_batch_with_uneven_padding():
     model = GPT(GPTConfig(vocab_size=9, block_size=12, n_layer=1, n_head=2, n_embd=16))
     x = torch.randint(0, 9, (4, 12))
     labels = x.clone()
-    labels[0, 3:] = -100            # micro-batch 1 has 2 + 3 targets, micro-batch 2 has 22
+    labels[0, 3:] = -100  # micro-batch 1 has 2 + 3 targets, micro-batch 2 has 22
     labels[1, 4:] = -100
     ref_model = GPT(model.config).double()
     ref_model.load_state_dict(model.state_dict())
@@ -84,8 +84,13 @@ def test_evaluate_is_token_weighted(chat):
     with torch.no_grad():
         for b in chat.eval_batches("val", 3, 32):
             lg = model(b["input_ids"], document_ids=b["document_ids"], position_ids=b["position_ids"])
-            tot += float(F.cross_entropy(lg[:, :-1].double().reshape(-1, lg.shape[-1]),
-                                         b["labels"][:, 1:].reshape(-1), reduction="sum"))
+            tot += float(
+                F.cross_entropy(
+                    lg[:, :-1].double().reshape(-1, lg.shape[-1]),
+                    b["labels"][:, 1:].reshape(-1),
+                    reduction="sum",
+                )
+            )
             cnt += int((b["labels"][:, 1:] != -100).sum())
     assert meter.n_tokens == cnt and meter.mean_nll == pytest.approx(tot / cnt, rel=1e-5)
 
@@ -126,6 +131,7 @@ def test_nan_stops_and_keeps_last_good_checkpoint(chat, tmp_path, capsys):
         if step == 5:
             with torch.no_grad():
                 model.blocks[0].mlp.c_fc.weight[0, 0] = float("nan")
+
     res = train(smoke(max_steps=20, eval_interval=4), chat, out_dir=tmp_path, callback=poison)
     assert res.status == "nan" and "NaN" in res.message and "step 6" in res.message
     assert "NaN" in capsys.readouterr().out
@@ -137,19 +143,23 @@ def test_keyboard_interrupt_returns_history(chat):
     def interrupt(step, model):
         if step == 3:
             raise KeyboardInterrupt
+
     res = train(smoke(max_steps=20, eval_interval=2), chat, callback=interrupt)
     assert res.status == "interrupted" and [r["step"] for r in res.history] == [0, 2]
 
 
 def test_cli_writes_history_and_checkpoint_and_the_course_plots_them(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["--preset", "smoke", "--corpus", "chat-arithmetic", "--out", str(out),
-                 "--max-steps", "10"]) == 0
+    assert (
+        main(["--preset", "smoke", "--corpus", "chat-arithmetic", "--out", str(out), "--max-steps", "10"])
+        == 0
+    )
     summary = json.loads((out / "history.json").read_text())
     assert summary["status"] == "finished" and summary["history"][-1]["step"] == 10
-    assert summary["vocab_size"] == 19 and not (out / "loss.png").exists()   # the core never plots
+    assert summary["vocab_size"] == 19 and not (out / "loss.png").exists()  # the core never plots
     assert f"python -m lmcore.course.training_views {out}" in capsys.readouterr().out
     from lmcore.course.training_views import main as plot_main
+
     assert plot_main([str(out)]) == 0 and (out / "loss.png").stat().st_size > 1000
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 10
 
@@ -162,11 +172,13 @@ def test_core_imports_without_matplotlib_or_tqdm():
         for k in saved:
             del sys.modules[k]
         sys.modules.update({k: None for k in hidden})
+        import lmcore.data
+        import lmcore.sample  # noqa: F401,E401
         import lmcore.train as fresh
-        import lmcore.sample, lmcore.data  # noqa: F401,E401
+
         r = fresh.train(fresh.preset("smoke", max_steps=2, eval_interval=1, eval_batches=1))
         assert r.status == "finished" and fresh is not saved["lmcore.train"]
-        assert not any(k.startswith("lmcore.course") for k in sys.modules)   # the core never plots
+        assert not any(k.startswith("lmcore.course") for k in sys.modules)  # the core never plots
     finally:
         for k in [k for k in sys.modules if k == "lmcore" or k.startswith("lmcore.")]:
             del sys.modules[k]
@@ -183,10 +195,23 @@ def test_whole_loop_under_bf16_autocast_on_the_cpu(chat):
     loss is then a bf16 measurement: it must sit near ln V and near the float32 loss of the same
     initial weights within bf16's precision (0.05 nats), not within 1e-4."""
     cfg = smoke(n_embd=32, max_steps=20, eval_interval=10, dtype="bfloat16")
-    init = GPT(GPTConfig(vocab_size=chat.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
-                         n_head=cfg.n_head, n_embd=cfg.n_embd))
-    fp32_first = evaluate(init, chat, "train", batch_size=cfg.batch_size, block_size=cfg.block_size,
-                          max_batches=cfg.eval_batches).mean_nll
+    init = GPT(
+        GPTConfig(
+            vocab_size=chat.vocab_size,
+            block_size=cfg.block_size,
+            n_layer=cfg.n_layer,
+            n_head=cfg.n_head,
+            n_embd=cfg.n_embd,
+        )
+    )
+    fp32_first = evaluate(
+        init,
+        chat,
+        "train",
+        batch_size=cfg.batch_size,
+        block_size=cfg.block_size,
+        max_batches=cfg.eval_batches,
+    ).mean_nll
     res = train(cfg, chat, model=copy.deepcopy(init))
     first = res.history[0]
     assert res.status == "finished"
@@ -209,8 +234,27 @@ def test_gpu_preset_code_path_on_the_cpu(tmp_path):
     """The `gpu` preset's code path (python-stdlib, 6 x 384, context 256, dropout) for 2 steps on
     the CPU; batch and evaluation shrunk so it takes seconds, not minutes."""
     out = tmp_path / "gpu"
-    assert main(["--preset", "gpu", "--corpus", "python-stdlib", "--device", "cpu", "--max-steps",
-                 "2", "--batch-size", "2", "--eval-batches", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--preset",
+                "gpu",
+                "--corpus",
+                "python-stdlib",
+                "--device",
+                "cpu",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "2",
+                "--eval-batches",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "history.json").read_text())
     assert summary["corpus"] == "python-stdlib" and summary["history"][-1]["step"] == 2
     assert abs(summary["history"][0]["val_loss"] - math.log(259)) < 0.1

@@ -10,16 +10,41 @@
 Packing documents into rows is :func:`lmcore.shift.pack_documents` (the core API puts it there,
 beside the labels it builds); the corpora here call it.
 """
+
 from .arithmetic import chat_arithmetic, chat_arithmetic_entropy
 from .base import unigram_entropy
-from .corpus import (CORPORA, DocumentCorpus, TextCorpus, load_corpus, python_docs_text,
-                     random_windows, read_text_file, train_val_split)
+from .corpus import (
+    CORPORA,
+    DocumentCorpus,
+    TextCorpus,
+    load_corpus,
+    python_docs_text,
+    random_windows,
+    read_text_file,
+    train_val_split,
+)
 from .download import KNOWN_CORPORA, download, download_corpus
 from .stdlib import PackedStreamCorpus, load_python_stdlib
 from .tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
 
-__all__ = ["CharTokenizer", "ByteTokenizer", "ChatTokenizer", "load_corpus", "CORPORA",
-           "TextCorpus", "DocumentCorpus", "PackedStreamCorpus", "load_python_stdlib",
-           "python_docs_text", "read_text_file", "train_val_split", "random_windows",
-           "unigram_entropy", "chat_arithmetic", "chat_arithmetic_entropy", "KNOWN_CORPORA",
-           "download", "download_corpus"]
+__all__ = [
+    "CharTokenizer",
+    "ByteTokenizer",
+    "ChatTokenizer",
+    "load_corpus",
+    "CORPORA",
+    "TextCorpus",
+    "DocumentCorpus",
+    "PackedStreamCorpus",
+    "load_python_stdlib",
+    "python_docs_text",
+    "read_text_file",
+    "train_val_split",
+    "random_windows",
+    "unigram_entropy",
+    "chat_arithmetic",
+    "chat_arithmetic_entropy",
+    "KNOWN_CORPORA",
+    "download",
+    "download_corpus",
+]

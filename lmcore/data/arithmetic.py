@@ -4,6 +4,7 @@ Each document is one chat turn, ``<user> 2 + 3 = <assistant> 5 .`` (EOS is added
 The operands are uniform, so the information per turn is exactly known and so is the lowest
 mean loss any model can reach: :func:`chat_arithmetic_entropy`.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ __all__ = ["chat_arithmetic", "chat_arithmetic_entropy"]
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
-_MAX_OPERANDS = 10**7     # operand values per side for the exact entropy (arrays of this size)
+_MAX_OPERANDS = 10**7  # operand values per side for the exact entropy (arrays of this size)
 
 
 def _check_operands(low, high, ops):
@@ -32,8 +33,7 @@ def _check_operands(low, high, ops):
         raise ValueError(f"operands must satisfy 0 <= low <= high (ints); got low={low!r}, high={high!r}.")
     what = f"ops must be a non-empty tuple of distinct operators from {tuple(_OPS)}"
     if not isinstance(ops, (tuple, list)) or not all(isinstance(op, str) for op in ops):
-        raise TypeError(f"{what} (an ordered tuple, so a seed always gives the same corpus); "
-                        f"got {ops!r}.")
+        raise TypeError(f"{what} (an ordered tuple, so a seed always gives the same corpus); got {ops!r}.")
     if not ops or any(op not in _OPS for op in ops) or len(set(ops)) != len(ops):
         raise ValueError(f"{what}; got {ops!r}.")
     return low, high, tuple(ops)
@@ -74,11 +74,13 @@ def chat_arithmetic_entropy(*, low: int = 0, high: int = 9, ops=("+",), per: str
     if per == "document":
         return h_doc
     if K > _MAX_OPERANDS or high > 10**9:
-        raise ValueError(f"high - low + 1 = {K} operand values (high = {high}): the exact mean "
-                         f"length is computed for at most {_MAX_OPERANDS} values up to 10**9; "
-                         "use a smaller high.")
-    fixed = 5          # <user>, op, =, <assistant>, . (EOS replaces the unscored <user>)
-    total = sum(_answer_tokens(low, high, op) for op in ops)          # over all K * K pairs
+        raise ValueError(
+            f"high - low + 1 = {K} operand values (high = {high}): the exact mean "
+            f"length is computed for at most {_MAX_OPERANDS} values up to 10**9; "
+            "use a smaller high."
+        )
+    fixed = 5  # <user>, op, =, <assistant>, . (EOS replaces the unscored <user>)
+    total = sum(_answer_tokens(low, high, op) for op in ops)  # over all K * K pairs
     total += len(ops) * (2 * K * int(_tokens(np.arange(low, high + 1)).sum()) + fixed * K * K)
     return h_doc / (total / (len(ops) * K * K))
 
@@ -95,14 +97,14 @@ def _tokens(x: np.ndarray) -> np.ndarray:
 def _answer_tokens(low: int, high: int, op: str) -> int:
     """Total answer tokens over every pair (a, b) in [low, high]^2, without listing the pairs."""
     K = high - low + 1
-    if op in "+-":              # a + b (or a - b) = s is hit by K - |s - centre| pairs
+    if op in "+-":  # a + b (or a - b) = s is hit by K - |s - centre| pairs
         centre = low + high if op == "+" else 0
         s = np.arange(centre - (K - 1), centre + K, dtype=np.int64)
         return int(((K - np.abs(s - centre)) * _tokens(s)).sum())
-    a = np.arange(low, high + 1, dtype=np.int64)          # a * b for b in [low, high], per a
-    total, p = K * K, 10                                  # one token each, plus one per 10^j passed
+    a = np.arange(low, high + 1, dtype=np.int64)  # a * b for b in [low, high], per a
+    total, p = K * K, 10  # one token each, plus one per 10^j passed
     while p <= high * high:
-        below = np.zeros_like(a)                          # b with a * b < p
+        below = np.zeros_like(a)  # b with a * b < p
         nz = a > 0
         below[nz] = np.clip(-(-p // a[nz]) - low, 0, K)
         below[~nz] = K

@@ -4,6 +4,7 @@ A corpus has ``name``, ``tokenizer``, ``ids`` (every token, for statistics), ``b
 batch_size, block_size, generator=...)`` and ``eval_batches(split, batch_size, block_size,
 max_batches)``; :class:`CorpusBase` gives it ``vocab_size`` and ``unigram_entropy``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,9 @@ def unigram_entropy(ids, vocab_size: int | None = None) -> float:
         vocab_size = require_int_scalar("vocab_size", vocab_size, min=1)
     if ids.numel() == 0:
         raise ValueError("ids is empty: the entropy of no tokens is undefined. Pass a token stream.")
-    require_ids_in_range("ids", ids, vocab_size, "Drop padding and -100 before counting, and "
-                         "pass the tokenizer's vocab_size.")
+    require_ids_in_range(
+        "ids", ids, vocab_size, "Drop padding and -100 before counting, and pass the tokenizer's vocab_size."
+    )
     counts = torch.bincount(ids, minlength=vocab_size or 0).double()
     p = counts[counts > 0] / counts.sum()
     return float(-(p * p.log()).sum())
@@ -34,8 +36,9 @@ def eval_args(batch_size, block_size, max_batches):
     batch_size = require_positive_int("batch_size", batch_size)
     block_size = require_positive_int("block_size", block_size)
     if max_batches is not None:
-        max_batches = require_int_scalar("max_batches", max_batches, min=1,
-                                         hint="Use None for every batch of the split.")
+        max_batches = require_int_scalar(
+            "max_batches", max_batches, min=1, hint="Use None for every batch of the split."
+        )
     return batch_size, block_size, max_batches
 
 

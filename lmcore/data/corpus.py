@@ -5,17 +5,26 @@ masking (the loss shifts), plus ``document_ids`` and ``position_ids`` for packed
 Documents are packed by :func:`lmcore.shift.pack_documents` (the contract's home for packing);
 the ``python-stdlib`` corpus is :mod:`lmcore.data.stdlib`.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
-from .._validate import (_describe, require_documents, require_generator, require_ids_in_range,
-                        require_int, require_positive_int, require_real, require_tensor,
-                        require_token_ids)
+from .._validate import (
+    _describe,
+    require_documents,
+    require_generator,
+    require_ids_in_range,
+    require_int,
+    require_positive_int,
+    require_real,
+    require_tensor,
+    require_token_ids,
+)
 from ..shift import PackedBatch, pack_documents
 from .arithmetic import chat_arithmetic
 from .base import CorpusBase, eval_args
@@ -23,8 +32,16 @@ from .download import KNOWN_CORPORA, download_corpus
 from .stdlib import load_python_stdlib
 from .tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
 
-__all__ = ["python_docs_text", "read_text_file", "train_val_split", "random_windows", "TextCorpus",
-           "DocumentCorpus", "load_corpus", "CORPORA"]
+__all__ = [
+    "python_docs_text",
+    "read_text_file",
+    "train_val_split",
+    "random_windows",
+    "TextCorpus",
+    "DocumentCorpus",
+    "load_corpus",
+    "CORPORA",
+]
 
 CORPORA = ("python-docs", "python-stdlib", "chat-arithmetic", "file", "tinyshakespeare")
 
@@ -37,9 +54,11 @@ def python_docs_text() -> str:
     """
     try:
         from pydoc_data.topics import topics
-    except ImportError as err:   # some distributions strip it
-        raise RuntimeError("pydoc_data is missing from this Python installation; use "
-                           "load_corpus('file', path=...) or 'chat-arithmetic'.") from err
+    except ImportError as err:  # some distributions strip it
+        raise RuntimeError(
+            "pydoc_data is missing from this Python installation; use "
+            "load_corpus('file', path=...) or 'chat-arithmetic'."
+        ) from err
     return "\n\n".join(topics[k] for k in sorted(topics))
 
 
@@ -51,18 +70,21 @@ def read_text_file(path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not valid UTF-8 (byte {err.start}); convert it, e.g. "
-                         "iconv -t utf-8, or read it with ByteTokenizer.") from None
+        raise ValueError(
+            f"{path} is not valid UTF-8 (byte {err.start}); convert it, e.g. "
+            "iconv -t utf-8, or read it with ByteTokenizer."
+        ) from None
 
 
 def train_val_split(data, val_fraction: float = 0.1):
     """Split a 1-D token tensor (or a list of documents) into its first and last parts."""
     if not 0 < require_real("val_fraction", val_fraction, finite=False) < 1:
         raise ValueError(f"val_fraction must be in (0, 1); got {val_fraction!r}.")
-    if not ((isinstance(data, torch.Tensor) and data.dim() >= 1)
-            or (isinstance(data, Sequence) and not isinstance(data, (str, bytes)))):
-        raise TypeError(f"data must be a 1-D token tensor or a list of documents; got "
-                        f"{_describe(data)}.")
+    if not (
+        (isinstance(data, torch.Tensor) and data.dim() >= 1)
+        or (isinstance(data, Sequence) and not isinstance(data, (str, bytes)))
+    ):
+        raise TypeError(f"data must be a 1-D token tensor or a list of documents; got {_describe(data)}.")
     n_val = max(1, int(round(len(data) * val_fraction)))
     if n_val >= len(data):
         raise ValueError(f"data has only {len(data)} items: too few to split off a validation part.")
@@ -77,8 +99,10 @@ def random_windows(data: torch.Tensor, batch_size: int, block_size: int, *, gene
     block_size = require_positive_int("block_size", block_size)
     require_generator(generator)
     if len(data) < block_size:
-        raise ValueError(f"data must be a 1-D token tensor with at least block_size = {block_size} "
-                         f"tokens; got shape {tuple(data.shape)}.")
+        raise ValueError(
+            f"data must be a 1-D token tensor with at least block_size = {block_size} "
+            f"tokens; got shape {tuple(data.shape)}."
+        )
     starts = torch.randint(0, len(data) - block_size + 1, (batch_size,), generator=generator)
     return data[starts[:, None] + torch.arange(block_size)].long()
 
@@ -109,15 +133,17 @@ class TextCorpus(CorpusBase):
         data = self._split(split)
         batch_size, block_size, max_batches = eval_args(batch_size, block_size, max_batches)
         n = (len(data) - 1) // block_size
-        rows = data[:n * block_size].view(n, block_size)
+        rows = data[: n * block_size].view(n, block_size)
         for k, i in enumerate(range(0, n, batch_size)):
             if max_batches is not None and k >= max_batches:
                 return
-            yield {"input_ids": rows[i:i + batch_size], "labels": rows[i:i + batch_size]}
+            yield {"input_ids": rows[i : i + batch_size], "labels": rows[i : i + batch_size]}
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.name!r}, tokens={len(self.ids)}, vocab_size={self.vocab_size}, "
-                f"unigram_entropy={self.unigram_entropy:.3f} nats)")
+        return (
+            f"{type(self).__name__}({self.name!r}, tokens={len(self.ids)}, vocab_size={self.vocab_size}, "
+            f"unigram_entropy={self.unigram_entropy:.3f} nats)"
+        )
 
 
 class DocumentCorpus(TextCorpus):
@@ -128,8 +154,10 @@ class DocumentCorpus(TextCorpus):
         self.documents = require_documents("documents", documents)
         for k, d in enumerate(self.documents):
             if max(d) >= self.vocab_size:
-                raise ValueError(f"documents[{k}] holds {max(d)}, outside the tokenizer's "
-                                 f"vocabulary [0, {self.vocab_size}). Encode it with this tokenizer.")
+                raise ValueError(
+                    f"documents[{k}] holds {max(d)}, outside the tokenizer's "
+                    f"vocabulary [0, {self.vocab_size}). Encode it with this tokenizer."
+                )
         self.ids = torch.tensor([t for d in self.documents for t in d + [tokenizer.eos_id]])
         self.train, self.val = train_val_split(self.documents, val_fraction)
         self._packed = {}
@@ -137,15 +165,23 @@ class DocumentCorpus(TextCorpus):
     def packed(self, split: str, block_size: int) -> PackedBatch:
         key = (split, block_size)
         if key not in self._packed:
-            self._packed[key] = pack_documents(self._split(split), block_size, policy="whole",
-                                               eos_id=self.tokenizer.eos_id,
-                                               pad_id=self.tokenizer.pad_id)
+            self._packed[key] = pack_documents(
+                self._split(split),
+                block_size,
+                policy="whole",
+                eos_id=self.tokenizer.eos_id,
+                pad_id=self.tokenizer.pad_id,
+            )
         return self._packed[key]
 
     @staticmethod
     def _rows(pb: PackedBatch, index) -> dict:
-        return {"input_ids": pb.input_ids[index], "labels": pb.labels[index],
-                "document_ids": pb.document_ids[index], "position_ids": pb.position_ids[index]}
+        return {
+            "input_ids": pb.input_ids[index],
+            "labels": pb.labels[index],
+            "document_ids": pb.document_ids[index],
+            "position_ids": pb.position_ids[index],
+        }
 
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
         batch_size = require_positive_int("batch_size", batch_size)
@@ -162,12 +198,22 @@ class DocumentCorpus(TextCorpus):
             yield self._rows(pb, slice(i, i + batch_size))
 
 
-def load_corpus(name: str, *, path=None, tokenizer: str = "char", n_documents: int = 20000,
-                seed: int = 0, low: int = 0, high: int = 9, ops=("+",), val_fraction: float = 0.1):
+def load_corpus(
+    name: str,
+    *,
+    path=None,
+    tokenizer: str = "char",
+    n_documents: int = 20000,
+    seed: int = 0,
+    low: int = 0,
+    high: int = 9,
+    ops=("+",),
+    val_fraction: float = 0.1,
+):
     """A ready corpus by name: 'python-docs', 'chat-arithmetic', 'file' (with ``path``) or
     'tinyshakespeare' (downloaded once, checksummed). Text corpora use a
     :class:`CharTokenizer` built from the text, or ``tokenizer="byte"``."""
-    if name == "python-stdlib":                  # the interpreter's own .py files, one per document
+    if name == "python-stdlib":  # the interpreter's own .py files, one per document
         return load_python_stdlib()
     if name == "chat-arithmetic":
         tok = ChatTokenizer()

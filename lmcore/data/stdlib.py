@@ -14,6 +14,7 @@ that crosses from one file into the next is ``-100``. The stream is held once (i
 int32 file numbers); the masks of a batch are built when it is drawn, so 12 MB of source costs
 about 150 MB, not five (N, L) int64 tensors of the whole corpus.
 """
+
 from __future__ import annotations
 
 import sysconfig
@@ -29,8 +30,9 @@ from .tokenizers import ByteTokenizer
 
 __all__ = ["EXCLUDED_DIRS", "stdlib_files", "PackedStreamCorpus", "load_python_stdlib"]
 
-EXCLUDED_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages",
-                           "__pycache__", "pydoc_data"})
+EXCLUDED_DIRS = frozenset(
+    {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "pydoc_data"}
+)
 
 
 def stdlib_files(root=None) -> list[tuple[str, Path]]:
@@ -59,8 +61,9 @@ class PackedStreamCorpus(CorpusBase):
             if not docs:
                 raise ValueError(f"the {split} split of corpus {name!r} has no documents.")
             ids = torch.cat([torch.cat([d, torch.tensor([eos])]) for d in docs])
-            doc_ids = torch.repeat_interleave(torch.arange(len(docs), dtype=torch.int32),
-                                              torch.tensor([len(d) + 1 for d in docs]))
+            doc_ids = torch.repeat_interleave(
+                torch.arange(len(docs), dtype=torch.int32), torch.tensor([len(d) + 1 for d in docs])
+            )
             self._stream[split] = (ids, doc_ids, len(docs))
         self.ids = torch.cat([self._stream["train"][0], self._stream["val"][0]])
 
@@ -83,8 +86,12 @@ class PackedStreamCorpus(CorpusBase):
         ids, doc, _ = self._split(split)
         rows = torch.arange(self.num_rows(split, block_size))[index]
         pb = _stream_rows(ids, doc, rows, block_size, self.tokenizer.pad_id)
-        return {"input_ids": pb.input_ids, "labels": pb.labels, "document_ids": pb.document_ids,
-                "position_ids": pb.position_ids}
+        return {
+            "input_ids": pb.input_ids,
+            "labels": pb.labels,
+            "document_ids": pb.document_ids,
+            "position_ids": pb.position_ids,
+        }
 
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
         """``batch_size`` rows drawn uniformly (with replacement) from ``split``'s packing."""
@@ -103,8 +110,10 @@ class PackedStreamCorpus(CorpusBase):
             yield self.rows(split, block_size, slice(i, i + batch_size))
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.name!r}, documents={self.num_documents('train')}+"
-                f"{self.num_documents('val')}, tokens={len(self.ids)}, vocab_size={self.vocab_size})")
+        return (
+            f"{type(self).__name__}({self.name!r}, documents={self.num_documents('train')}+"
+            f"{self.num_documents('val')}, tokens={len(self.ids)}, vocab_size={self.vocab_size})"
+        )
 
 
 _CACHE: dict = {}
@@ -116,15 +125,19 @@ def load_python_stdlib(root=None) -> PackedStreamCorpus:
     if key not in _CACHE:
         files = stdlib_files(root)
         if not files:
-            raise RuntimeError(f"no standard-library source found under {root or sysconfig.get_paths()['stdlib']}; "
-                               "this Python installation ships without its .py files.")
+            raise RuntimeError(
+                f"no standard-library source found under {root or sysconfig.get_paths()['stdlib']}; "
+                "this Python installation ships without its .py files."
+            )
         tok = ByteTokenizer()
         raw = [(rel, p.read_bytes()) for rel, p in files]
-        keep = [(rel, torch.frombuffer(bytearray(b), dtype=torch.uint8).long())
-                for rel, b in raw if b]                                      # drop empty files
+        keep = [
+            (rel, torch.frombuffer(bytearray(b), dtype=torch.uint8).long()) for rel, b in raw if b
+        ]  # drop empty files
         val = [zlib.crc32(rel.encode()) % 10 == 0 for rel, _ in keep]
-        if len(val) >= 2 and not any(val):            # a tiny tree: still one file to validate on
+        if len(val) >= 2 and not any(val):  # a tiny tree: still one file to validate on
             val[-1] = True
-        _CACHE[key] = PackedStreamCorpus("python-stdlib", tok, [d for _, d in keep], val,
-                                         names=[rel for rel, _ in keep])
+        _CACHE[key] = PackedStreamCorpus(
+            "python-stdlib", tok, [d for _, d in keep], val, names=[rel for rel, _ in keep]
+        )
     return _CACHE[key]

@@ -14,6 +14,7 @@
 - :mod:`.distributed`: torch.distributed (DDP) under torchrun
 - :mod:`.cli`: the command line (also ``lmcore-train``)
 """
+
 from .accumulate import NonFiniteLossError, accumulate_gradients
 from .checkpoint import load_checkpoint, load_model, save_checkpoint
 from .devices import autocast_for, cpu_threads, pick_device
@@ -22,7 +23,23 @@ from .loop import TrainResult, train
 from .optim import configure_optimizer, lr_at
 from .presets import PRESETS, TrainConfig, model_config, preset, validate_config
 
-__all__ = ["train", "TrainResult", "TrainConfig", "PRESETS", "preset", "validate_config",
-           "model_config", "pick_device", "autocast_for", "cpu_threads", "evaluate",
-           "accumulate_gradients", "NonFiniteLossError", "configure_optimizer", "lr_at",
-           "save_checkpoint", "load_checkpoint", "load_model"]
+__all__ = [
+    "train",
+    "TrainResult",
+    "TrainConfig",
+    "PRESETS",
+    "preset",
+    "validate_config",
+    "model_config",
+    "pick_device",
+    "autocast_for",
+    "cpu_threads",
+    "evaluate",
+    "accumulate_gradients",
+    "NonFiniteLossError",
+    "configure_optimizer",
+    "lr_at",
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_model",
+]

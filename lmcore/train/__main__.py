@@ -1,4 +1,5 @@
 """``python -m lmcore.train ...``: the command line of :mod:`lmcore.train.cli`."""
+
 from .cli import main
 
 raise SystemExit(main())

@@ -4,6 +4,7 @@
 bf16 autocast on CUDA (a no-op elsewhere unless asked); ``cpu_threads`` fixes the thread count
 inside a block and restores it after.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,9 @@ def pick_device(device: str = "auto") -> torch.device:
 
 def autocast_for(device: torch.device, dtype: str):
     """A zero-argument context factory: bf16 autocast on CUDA (dtype 'auto'), else a no-op."""
-    use_bf16 = dtype == "bfloat16" or (dtype == "auto" and device.type == "cuda"
-                                       and torch.cuda.is_bf16_supported())
+    use_bf16 = dtype == "bfloat16" or (
+        dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    )
     if dtype not in ("auto", "bfloat16", "float32"):
         raise ValueError(f"dtype must be 'auto', 'bfloat16' or 'float32'; got {dtype!r}.")
     if use_bf16:

@@ -8,6 +8,7 @@ own batches. The loss of a step is every rank's summed NLL divided by the valid 
 because DistributedDataParallel averages gradients over ranks: the result equals one process
 on the concatenated batch, however unevenly the ranks' rows are padded.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,14 +18,24 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistContext", "setup", "teardown", "wrap_model", "all_reduce_sum", "gather_objects",
-           "any_rank", "no_sync", "barrier"]
+__all__ = [
+    "DistContext",
+    "setup",
+    "teardown",
+    "wrap_model",
+    "all_reduce_sum",
+    "gather_objects",
+    "any_rank",
+    "no_sync",
+    "barrier",
+]
 
 
 @dataclass
 class DistContext:
     """Where this process stands: ``rank`` of ``world_size``, its ``device``; ``owns_group`` if
     :func:`setup` created the process group (then :func:`teardown` destroys it)."""
+
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -45,8 +56,9 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(value) if value else default
     except ValueError:
-        raise ValueError(f"environment variable {name} must be an int (torchrun sets it); "
-                         f"got {value!r}.") from None
+        raise ValueError(
+            f"environment variable {name} must be an int (torchrun sets it); got {value!r}."
+        ) from None
 
 
 def setup(device: torch.device) -> DistContext:
@@ -64,8 +76,10 @@ def setup(device: torch.device) -> DistContext:
         device = torch.device("cuda", local_rank if device.index is None else device.index)
         torch.cuda.set_device(device)
     elif device.type != "cpu":
-        raise ValueError(f"data-parallel training runs on CUDA (NCCL) or the CPU (gloo); got "
-                         f"device {device}. Set TrainConfig.device to 'cuda' or 'cpu'.")
+        raise ValueError(
+            f"data-parallel training runs on CUDA (NCCL) or the CPU (gloo); got "
+            f"device {device}. Set TrainConfig.device to 'cuda' or 'cpu'."
+        )
     owns = False
     if not initialised:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
@@ -90,13 +104,14 @@ def wrap_model(model: torch.nn.Module, ctx: DistContext) -> torch.nn.Module:
     if not ctx.enabled:
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
+
     ids = [ctx.device.index] if ctx.device.type == "cuda" else None
     return DDP(model, device_ids=ids)
 
 
 def no_sync(model: torch.nn.Module):
     """DDP's ``no_sync()`` (skip the gradient all-reduce of a non-final micro-batch), or a no-op."""
-    inner = getattr(model, "_orig_mod", model)             # through torch.compile's wrapper
+    inner = getattr(model, "_orig_mod", model)  # through torch.compile's wrapper
     return inner.no_sync() if hasattr(inner, "no_sync") else contextlib.nullcontext()
 
 
@@ -122,7 +137,7 @@ def any_rank(flag: bool, ctx: DistContext) -> bool:
         return flag
     t = torch.tensor([int(flag)], device=ctx.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())                                   # host sync: only when asked
+    return bool(t.item())  # host sync: only when asked
 
 
 def barrier(ctx: DistContext) -> None:

@@ -3,6 +3,7 @@
 AdamW with weight decay on matrices only (linear weights and embeddings; never biases or
 LayerNorm gains), fused on CUDA; linear warmup then cosine decay to ``min_lr``.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,9 @@ from .._validate import require_int_scalar, require_real
 __all__ = ["configure_optimizer", "lr_at"]
 
 
-def configure_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float,
-                        betas=(0.9, 0.99), device_type: str = "cpu") -> torch.optim.AdamW:
+def configure_optimizer(
+    model: torch.nn.Module, *, lr: float, weight_decay: float, betas=(0.9, 0.99), device_type: str = "cpu"
+) -> torch.optim.AdamW:
     """AdamW over ``model``'s parameters, decaying only those with 2 or more dimensions."""
     require_real("lr", lr, min=0.0, min_inclusive=False)
     require_real("weight_decay", weight_decay, min=0.0)
@@ -24,11 +26,10 @@ def configure_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: floa
     for k, b in enumerate(betas):
         if require_real(f"betas[{k}]", b, min=0.0, max=1.0) == 1.0:
             raise ValueError(f"betas[{k}] must be below 1; got 1.0.")
-    params = [p for p in model.parameters() if p.requires_grad]    # a tied weight appears once
+    params = [p for p in model.parameters() if p.requires_grad]  # a tied weight appears once
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     extra = {"fused": True} if device_type == "cuda" else {}
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), **extra)
 

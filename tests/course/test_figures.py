@@ -1,4 +1,5 @@
 """`make figures`: every figure builds from the notebooks' plotting functions into a real PNG."""
+
 import matplotlib.image as mpimg
 import numpy as np
 
@@ -12,4 +13,4 @@ def test_every_figure_is_a_real_image(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
         img = mpimg.imread(path)
         assert img.shape[0] >= 200 and img.shape[1] >= 400, (path, img.shape)
-        assert np.ptp(img[..., :3]) > 0.5, f"{path} is blank"          # not a flat image
+        assert np.ptp(img[..., :3]) > 0.5, f"{path} is blank"  # not a flat image

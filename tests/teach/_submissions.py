@@ -1,10 +1,9 @@
 """Generated submissions for the grading tests: a release made by nbgrader, answers filled in."""
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-
-import nbformat
 
 from lmcore.course.build.student import STUB
 
@@ -33,7 +32,7 @@ def reference_body(source_nb, function: str) -> list[str]:
             lines = cell.source.splitlines()
             begin = next(i for i, s in enumerate(lines) if "### BEGIN SOLUTION" in s)
             end = next(i for i, s in enumerate(lines) if "### END SOLUTION" in s)
-            return lines[begin + 1:end]
+            return lines[begin + 1 : end]
     raise KeyError(function)
 
 

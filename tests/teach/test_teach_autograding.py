@@ -1,4 +1,5 @@
 """Under nbgrader (NBGRADER_EXECUTION set) checks raise instead of returning False; otherwise nothing changes."""
+
 import ast
 import math
 

@@ -1,18 +1,22 @@
 """The grader's own pieces that need no nbgrader: columns, feedback lines, notes, adopted metadata."""
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from lmcore.course.build.grade import _copy_submission, grade_submissions
-from lmcore.course.build.grade_report import column as _column, explain as _explain, notes_for as _notes
+from lmcore.course.build.grade_report import column as _column
+from lmcore.course.build.grade_report import explain as _explain
+from lmcore.course.build.grade_report import notes_for as _notes
 from lmcore.course.build.nbgrader_meta import stamp_notebook
 
 SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
 
 
 def _source(tmp_path):
-    nb = new_notebook(cells=[new_code_cell("import x"), new_code_cell(SOLUTION),
-                             new_code_cell("check_double(double)")])
+    nb = new_notebook(
+        cells=[new_code_cell("import x"), new_code_cell(SOLUTION), new_code_cell("check_double(double)")]
+    )
     nb = nbformat.from_dict(nbformat.reads(nbformat.writes(nb), as_version=4))
     stamp_notebook(nb)
     nbformat.write(nb, tmp_path / "01_t.ipynb")
@@ -24,13 +28,27 @@ def test_columns_are_notebook_number_and_function():
     assert _column("extra", "test_f_2") == "extra_f_2"
 
 
-@pytest.mark.parametrize("outputs, expected", [
-    ([new_output("stream", text="✗ fail f: on input (1): expected 2. Hint: h\n"),
-      new_output("error", ename="NotPassed", evalue="f", traceback=[])], "✗ fail f: on input (1): expected 2. Hint: h"),
-    ([new_output("error", ename="CellTimeoutError", evalue="", traceback=[])], "stopped after the 9 s limit"),
-    ([new_output("error", ename="NameError", evalue="name 'f' is not defined", traceback=[])], "syntax error"),
-    ([new_output("stream", name="stderr", text="warning\n")], "stderr"),
-])
+@pytest.mark.parametrize(
+    "outputs, expected",
+    [
+        (
+            [
+                new_output("stream", text="✗ fail f: on input (1): expected 2. Hint: h\n"),
+                new_output("error", ename="NotPassed", evalue="f", traceback=[]),
+            ],
+            "✗ fail f: on input (1): expected 2. Hint: h",
+        ),
+        (
+            [new_output("error", ename="CellTimeoutError", evalue="", traceback=[])],
+            "stopped after the 9 s limit",
+        ),
+        (
+            [new_output("error", ename="NameError", evalue="name 'f' is not defined", traceback=[])],
+            "syntax error",
+        ),
+        ([new_output("stream", name="stderr", text="warning\n")], "stderr"),
+    ],
+)
 def test_feedback_explains_each_outcome(outputs, expected):
     assert expected in _explain(new_code_cell("check_f(f)", outputs=outputs), 9)
 

@@ -4,6 +4,7 @@ Notebooks 00 and 01 (three exercises: surprise, stable_softmax, nll_from_logits)
 released with ``nbgrader generate_assignment`` and answered in seven ways (plus one unreadable file); every submission is
 graded once by :func:`lmcore.course.build.grade.grade_submissions` with a 20 s limit per cell.
 """
+
 import csv
 
 import nbformat
@@ -24,10 +25,14 @@ TIMEOUT = 20
 
 def _submissions(tmp):
     released = release(tmp / "release-course", NAMES, TIMEOUT)
-    source = {n: nbformat.read(tmp / "release-course" / "source" / "lmcore" / f"{n}.ipynb", as_version=4)
-              for n in NAMES}
-    ref = {(n, ex): reference_body(source[n], ex) for n, ex in
-           [(NAMES[0], "surprise"), (NAMES[1], "stable_softmax"), (NAMES[1], "nll_from_logits")]}
+    source = {
+        n: nbformat.read(tmp / "release-course" / "source" / "lmcore" / f"{n}.ipynb", as_version=4)
+        for n in NAMES
+    }
+    ref = {
+        (n, ex): reference_body(source[n], ex)
+        for n, ex in [(NAMES[0], "surprise"), (NAMES[1], "stable_softmax"), (NAMES[1], "nll_from_logits")]
+    }
 
     def submission(student, changes=()):
         """Every exercise answered with the reference, then ``changes`` applied: (nb, fn)->edit."""
@@ -46,21 +51,41 @@ def _submissions(tmp):
     submission("reference")
     (tmp / "submissions" / "untouched").mkdir(parents=True)
     for name in NAMES:
-        (tmp / "submissions" / "untouched" / f"{name}.ipynb").write_bytes((released / f"{name}.ipynb").read_bytes())
+        (tmp / "submissions" / "untouched" / f"{name}.ipynb").write_bytes(
+            (released / f"{name}.ipynb").read_bytes()
+        )
     naive = ["    e = np.exp(z)", "    return e / e.sum()"]
     submission("one_wrong", [((NAMES[1], "stable_softmax"), lambda nb, fn: answer(nb, fn, naive))])
-    submission("endless_loop", [((NAMES[1], "nll_from_logits"),
-                                 lambda nb, fn: answer(nb, fn, ["    while True:", "        pass"]))])
-    submission("syntax_error", [((NAMES[1], "stable_softmax"), lambda nb, fn: answer(
-        nb, fn, ["    e = np.exp(z - np.max(z)", "    return e / e.sum()"]))])
+    submission(
+        "endless_loop",
+        [((NAMES[1], "nll_from_logits"), lambda nb, fn: answer(nb, fn, ["    while True:", "        pass"]))],
+    )
+    submission(
+        "syntax_error",
+        [
+            (
+                (NAMES[1], "stable_softmax"),
+                lambda nb, fn: answer(nb, fn, ["    e = np.exp(z - np.max(z)", "    return e / e.sum()"]),
+            )
+        ],
+    )
 
     def fake_surprise(nb, fn):
-        answer(nb, fn, ["    return 0.0"], after="import lmcore.course.start as _s\n"
-               "_s.check_surprise = lambda fn: print('✓ pass surprise') or True")
+        answer(
+            nb,
+            fn,
+            ["    return 0.0"],
+            after="import lmcore.course.start as _s\n"
+            "_s.check_surprise = lambda fn: print('✓ pass surprise') or True",
+        )
 
     def fake_softmax(nb, fn):
-        answer(nb, fn, ["    return z"], after="def check_stable_softmax(fn):\n"
-               "    print('✓ pass stable softmax')\n    return True")
+        answer(
+            nb,
+            fn,
+            ["    return z"],
+            after="def check_stable_softmax(fn):\n    print('✓ pass stable softmax')\n    return True",
+        )
 
     def edited_test(nb, fn):
         answer(nb, fn, ["    return 0.0"])
@@ -71,9 +96,14 @@ def _submissions(tmp):
         nb.cells = [c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] != f"test_{fn}"]
 
     submission("deleted_test", [((NAMES[1], "stable_softmax"), deleted_test)])
-    submission("cheater", [((NAMES[0], "surprise"), fake_surprise),
-                           ((NAMES[1], "stable_softmax"), fake_softmax),
-                           ((NAMES[1], "nll_from_logits"), edited_test)])
+    submission(
+        "cheater",
+        [
+            ((NAMES[0], "surprise"), fake_surprise),
+            ((NAMES[1], "stable_softmax"), fake_softmax),
+            ((NAMES[1], "nll_from_logits"), edited_test),
+        ],
+    )
     (tmp / "submissions" / "broken").mkdir()
     (tmp / "submissions" / "broken" / f"{NAMES[0]}.ipynb").write_text('{"cells": [')  # cut off; no 01
     return tmp / "submissions"
@@ -96,9 +126,22 @@ def _scores(rows, student):
 def test_grades_csv_has_one_row_per_student_and_one_column_per_exercise(graded):
     report, rows, feedback = graded
     assert report["columns"] == ["student"] + EXERCISES + ["total"]
-    assert sorted(rows) == sorted(feedback) == sorted(
-        ["reference", "untouched", "one_wrong", "endless_loop", "syntax_error", "deleted_test",
-         "cheater", "broken"])
+    assert (
+        sorted(rows)
+        == sorted(feedback)
+        == sorted(
+            [
+                "reference",
+                "untouched",
+                "one_wrong",
+                "endless_loop",
+                "syntax_error",
+                "deleted_test",
+                "cheater",
+                "broken",
+            ]
+        )
+    )
     assert report["max"] == 3
 
 

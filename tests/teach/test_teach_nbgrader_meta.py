@@ -1,4 +1,5 @@
 """The nbgrader metadata stamp: derived from the notebooks' structure, stable, idempotent."""
+
 import copy
 import json
 import shutil
@@ -13,7 +14,7 @@ from lmcore.course.build.nbtools import execute_notebook
 from lmcore.course.build.student import student_notebook
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
-SOLUTION = "def double(x):\n    \"Twice x.\"\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
+SOLUTION = 'def double(x):\n    "Twice x."\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION'
 
 
 def _nb(*cells, points=None):
@@ -24,31 +25,59 @@ def _nb(*cells, points=None):
 
 
 def _course_nb(**kw):
-    return _nb(new_markdown_cell("# intro"), new_code_cell("from lmcore.course.start import check_surprise"),
-               new_code_cell(SOLUTION), new_code_cell("check_double(double)"),
-               new_code_cell("print('after')"), **kw)
+    return _nb(
+        new_markdown_cell("# intro"),
+        new_code_cell("from lmcore.course.start import check_surprise"),
+        new_code_cell(SOLUTION),
+        new_code_cell("check_double(double)"),
+        new_code_cell("print('after')"),
+        **kw,
+    )
 
 
 def test_solution_test_and_read_only_cells_get_nbgraders_metadata():
     nb = _course_nb(points={"double": 3})
     assert stamp_notebook(nb)
     meta = [c.metadata["nbgrader"] for c in nb.cells]
-    assert meta[2] == {"grade": False, "grade_id": "double", "locked": False, "schema_version": 3,
-                       "solution": True}
-    assert meta[3] == {"grade": True, "grade_id": "test_double", "locked": True, "points": 3,
-                       "schema_version": 3, "solution": False}
+    assert meta[2] == {
+        "grade": False,
+        "grade_id": "double",
+        "locked": False,
+        "schema_version": 3,
+        "solution": True,
+    }
+    assert meta[3] == {
+        "grade": True,
+        "grade_id": "test_double",
+        "locked": True,
+        "points": 3,
+        "schema_version": 3,
+        "solution": False,
+    }
     for i in (0, 1, 4):
-        assert meta[i] == {"grade": False, "grade_id": f"cell-{nb.cells[i].id}", "locked": True,
-                           "schema_version": 3, "solution": False}
+        assert meta[i] == {
+            "grade": False,
+            "grade_id": f"cell-{nb.cells[i].id}",
+            "locked": True,
+            "schema_version": 3,
+            "solution": False,
+        }
     assert all("editable" not in c.metadata and "deletable" not in c.metadata for c in nb.cells)
 
 
 def test_default_points_and_a_second_check_cell():
-    nb = _nb(new_code_cell(SOLUTION), new_code_cell("check_double(double)"),
-             new_code_cell("x = 1"), new_code_cell("other.check_double_again(double, 2)"))
+    nb = _nb(
+        new_code_cell(SOLUTION),
+        new_code_cell("check_double(double)"),
+        new_code_cell("x = 1"),
+        new_code_cell("other.check_double_again(double, 2)"),
+    )
     stamp_notebook(nb)
     assert [(g["grade_id"], g.get("points")) for g in graded_cells(nb)] == [
-        ("double", None), ("test_double", 1), ("test_double_2", 1)]
+        ("double", None),
+        ("test_double", 1),
+        ("test_double_2", 1),
+    ]
 
 
 def test_stamping_is_idempotent_and_ids_do_not_depend_on_position():
@@ -62,8 +91,11 @@ def test_stamping_is_idempotent_and_ids_do_not_depend_on_position():
 
 
 def test_a_cell_with_solution_and_check_is_split_and_keeps_the_outputs():
-    cell = new_code_cell(SOLUTION + "\n\n\ncheck_double(double)", execution_count=4,
-                         outputs=[nbformat.v4.new_output("stream", text="✓ pass double\n")])
+    cell = new_code_cell(
+        SOLUTION + "\n\n\ncheck_double(double)",
+        execution_count=4,
+        outputs=[nbformat.v4.new_output("stream", text="✓ pass double\n")],
+    )
     cell.id = "abc123"
     nb = _nb(cell)
     stamp_notebook(nb)
@@ -76,20 +108,26 @@ def test_a_cell_with_solution_and_check_is_split_and_keeps_the_outputs():
     assert not stamp_notebook(nb)
 
 
-@pytest.mark.parametrize("cells, match", [
-    ([SOLUTION, "print(double(2))"], "'double' has no check cell"),
-    (["### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "check_x(x)"], "not inside a function"),
-    ([SOLUTION, "check_double(double)", SOLUTION, "check_double(double)"], "same function"),
-    (["s = 'the ### BEGIN SOLUTION marker'"], "mentions a solution marker"),
-])
+@pytest.mark.parametrize(
+    "cells, match",
+    [
+        ([SOLUTION, "print(double(2))"], "'double' has no check cell"),
+        (["### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "check_x(x)"], "not inside a function"),
+        ([SOLUTION, "check_double(double)", SOLUTION, "check_double(double)"], "same function"),
+        (["s = 'the ### BEGIN SOLUTION marker'"], "mentions a solution marker"),
+    ],
+)
 def test_bad_structure_is_refused_with_the_reason(cells, match):
     with pytest.raises(ValueError, match=match):
         stamp_notebook(_nb(*[new_code_cell(s) for s in cells]))
 
 
 def test_make_notebooks_and_make_student_keep_the_metadata(tmp_path):
-    nb = _nb(new_code_cell(SOLUTION), new_code_cell("def check_double(f):\n    return f(2) == 4"),
-             new_code_cell("check_double(double)"))
+    nb = _nb(
+        new_code_cell(SOLUTION),
+        new_code_cell("def check_double(f):\n    return f(2) == 4"),
+        new_code_cell("check_double(double)"),
+    )
     stamp_notebook(nb)
     before = [c.metadata["nbgrader"] for c in nb.cells]
     nbformat.write(nb, tmp_path / "t.ipynb")

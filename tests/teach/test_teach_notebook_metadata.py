@@ -3,6 +3,7 @@
 If this fails, stamp them: ``.venv/bin/python -m lmcore.course.build.nbgrader_meta notebooks/*.ipynb``
 (then re-run nbval on the notebooks the tool split: it says "stamped").
 """
+
 import copy
 from pathlib import Path
 
@@ -28,7 +29,12 @@ def test_notebook_has_nbgrader_metadata(path):
     assert tests and all(m.get("points", 0) > 0 and m["locked"] and not m["solution"] for m in tests)
     for ex in exercises(nb):
         fn = ex["function"]
-        assert meta[ex["solution"]] == {"grade": False, "grade_id": fn, "locked": False,
-                                        "schema_version": 3, "solution": True}
+        assert meta[ex["solution"]] == {
+            "grade": False,
+            "grade_id": fn,
+            "locked": False,
+            "schema_version": 3,
+            "solution": True,
+        }
         assert any(meta[i]["grade"] for i in ex["tests"]), f"{path.name}: {fn} has no graded test cell"
     assert not stamp_notebook(copy.deepcopy(nb)), f"{path.name}: metadata is stale; run {STAMP}"

@@ -1,5 +1,4 @@
 """``make student`` and ``nbgrader generate_assignment`` remove the same things."""
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -3,6 +3,7 @@
 Usage: ``python -m lmcore.course.build.figures [OUT_DIR] [--quick]`` (``make figures``). ``--quick``
 trains the loss-curve figures for a few seconds instead of the full CPU run (for tests).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,40 +15,49 @@ __all__ = ["FIGURES", "build_figures"]
 
 
 def _label_shift(quick):
-    from ..sequence import plot_label_shift
+    from ..sequence_views import plot_label_shift
+
     return plot_label_shift()
 
 
 def _softmax_nll(quick):
-    from ..softmax_nll import plot_softmax_state
+    from ..softmax_nll_views import plot_softmax_state
+
     return plot_softmax_state()
 
 
 def _anchor(quick):
-    from ..anchor import plot_first_loss
+    from ..anchor_views import plot_first_loss
+
     return plot_first_loss()
 
 
 def _padding(quick):
-    from ..padding import plot_padding_masks
+    from ..padding_views import plot_padding_masks
+
     return plot_padding_masks()
 
 
 def _packing(quick):
-    from ..packing import plot_packing
+    from ..packing_views import plot_packing
+
     return plot_packing("block_diagonal")
 
 
 def _training(quick):
-    from ...train.presets import preset
     from ...train import train
+    from ...train.presets import preset
     from ..training_views import plot_loss_curves
 
     cfg = preset("smoke" if quick else "cpu", progress=False)
     result = train(cfg)
     corpus = result.corpus
-    return plot_loss_curves(result.history, math.log(corpus.vocab_size), corpus.unigram_entropy,
-                            title=f"Training on the Python docs ({'smoke' if quick else 'cpu'} preset)")
+    return plot_loss_curves(
+        result.history,
+        math.log(corpus.vocab_size),
+        corpus.unigram_entropy,
+        title=f"Training on the Python docs ({'smoke' if quick else 'cpu'} preset)",
+    )
 
 
 def _floor(quick):
@@ -56,8 +66,7 @@ def _floor(quick):
     from ..floor_views import plot_loss_floor
 
     result = train_floor_run(max_steps=40 if quick else 300)
-    return plot_loss_floor(result.history, chat_arithmetic_entropy(),
-                           ln_v=math.log(result.corpus.vocab_size))
+    return plot_loss_floor(result.history, chat_arithmetic_entropy(), ln_v=math.log(result.corpus.vocab_size))
 
 
 # name -> builder(quick) -> matplotlib Figure; each is the notebooks' own plotting function.

@@ -12,6 +12,7 @@ with its hint, per exercise). Usage (needs the ``teach`` extra, ``pip install -e
 ``python -m lmcore.course.build.grade SUBMISSIONS [--out grades] [--timeout 300]`` or
 ``make grade SUBMISSIONS=dir``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,15 @@ def _copy_submission(path: Path, dest: Path, source: Path) -> None:
     nbformat.write(nb, dest)
 
 
-def grade_submissions(submissions, out="grades", *, source_dir="notebooks", timeout: int = 300,
-                      assignment: str = ASSIGNMENT, log=print) -> dict:
+def grade_submissions(
+    submissions,
+    out="grades",
+    *,
+    source_dir="notebooks",
+    timeout: int = 300,
+    assignment: str = ASSIGNMENT,
+    log=print,
+) -> dict:
     """Autograde every ``submissions/<student>/*.ipynb``; returns {"columns", "rows", "seconds", ...}."""
     with warnings.catch_warnings():  # nbgrader 0.9 + SQLAlchemy 2 warn about session autoflush
         warnings.filterwarnings("ignore", message=".*not in session.*")
@@ -102,7 +110,9 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
     api = NbGraderAPI(CourseDirectory(config=config), config=config)
     result = api.generate_assignment(assignment, force=True, create=True)
     if not result["success"]:
-        raise RuntimeError(f"nbgrader generate_assignment failed:\n{result.get('log')}\n{result.get('error')}")
+        raise RuntimeError(
+            f"nbgrader generate_assignment failed:\n{result.get('log')}\n{result.get('error')}"
+        )
     seconds, notes = {}, {}
     for student in students:
         dest = course / "submitted" / student / assignment
@@ -124,12 +134,20 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
         log(f"graded {student} in {seconds[student]:.1f} s" + ("" if result["success"] else " (failed)"))
 
     rows, header, total_max = write_report(course, assignment, students, notes, out, timeout)
-    return {"columns": header, "rows": rows, "max": total_max, "seconds": seconds, "notes": notes,
-            "course": course}
+    return {
+        "columns": header,
+        "rows": rows,
+        "max": total_max,
+        "seconds": seconds,
+        "notes": notes,
+        "course": course,
+    }
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcore.course.build.grade", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lmcore.course.build.grade", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("submissions", help="folder of <student>/<notebook>.ipynb")
     parser.add_argument("--out", default="grades", help="where grades.csv, feedback/ and course/ go")
     parser.add_argument("--notebooks", default="notebooks", help="the course's source notebooks")
@@ -143,8 +161,10 @@ def main(argv=None) -> int:
     for student, note in report["notes"].items():
         for n in note:
             print(f"note: {student}: {n}")
-    print(f"wrote {Path(args.out) / 'grades.csv'} ({len(report['rows'])} students, "
-          f"{len(report['columns']) - 2} exercises, {report['max']:g} points) and {Path(args.out) / 'feedback'}/")
+    print(
+        f"wrote {Path(args.out) / 'grades.csv'} ({len(report['rows'])} students, "
+        f"{len(report['columns']) - 2} exercises, {report['max']:g} points) and {Path(args.out) / 'feedback'}/"
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ the feedback gives per exercise the points and the check's own line with its hin
 test cell stopped), then notes for the instructor (edited locked cells, redefined checkers).
 Used by :mod:`lmcore.course.build.grade`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,8 +17,11 @@ import nbformat
 __all__ = ["write_report", "notes_for", "explain", "column"]
 
 _CHECK_LINE = re.compile(r"^[✓✗…] .*$", re.M)
-_SUSPECT = re.compile(r"^\s*(def\s+check_\w+|[\w.]*check_\w+\s*=(?!=)|[\w.]*lmcore[\w.]*\.\w+\s*=(?!=)|"
-                      r"setattr\(|import\s+builtins)", re.M)
+_SUSPECT = re.compile(
+    r"^\s*(def\s+check_\w+|[\w.]*check_\w+\s*=(?!=)|[\w.]*lmcore[\w.]*\.\w+\s*=(?!=)|"
+    r"setattr\(|import\s+builtins)",
+    re.M,
+)
 
 
 def column(notebook: str, grade_id: str) -> str:
@@ -33,14 +37,16 @@ def explain(cell, timeout: int) -> str:
     if lines and (not errors or errors[0].get("ename") in ("NotPassed", "AssertionError")):
         return " ".join(lines)
     if not errors:
-        return "ran without error" if not any(o.get("name") == "stderr" for o in cell.get("outputs", [])) \
+        return (
+            "ran without error"
+            if not any(o.get("name") == "stderr" for o in cell.get("outputs", []))
             else "the cell wrote to stderr (nbgrader gives no points then)"
+        )
     ename, evalue = errors[0].get("ename", ""), errors[0].get("evalue", "")
     if ename in ("CellTimeoutError", "KeyboardInterrupt"):
         return f"stopped after the {timeout} s limit per cell (an endless loop?)"
     if ename == "NameError":
-        return (f"{ename}: {evalue} (the cell that defines it failed, e.g. a syntax error, "
-                "or was deleted)")
+        return f"{ename}: {evalue} (the cell that defines it failed, e.g. a syntax error, or was deleted)"
     return f"{ename}: {evalue}"
 
 
@@ -52,14 +58,20 @@ def notes_for(submitted: Path, source: Path) -> list[str]:
     for cell in sub.cells:
         meta = cell.metadata.get("nbgrader", {})
         orig = originals.get(meta.get("grade_id"))
-        if orig is not None and orig.metadata["nbgrader"].get("locked") and \
-                cell.source.strip() != orig.source.strip():
-            notes.append(f"{submitted.stem}: locked cell {meta['grade_id']} was edited; graded with "
-                         "the original")
+        if (
+            orig is not None
+            and orig.metadata["nbgrader"].get("locked")
+            and cell.source.strip() != orig.source.strip()
+        ):
+            notes.append(
+                f"{submitted.stem}: locked cell {meta['grade_id']} was edited; graded with the original"
+            )
         elif (orig is None or not orig.metadata["nbgrader"].get("locked")) and cell.cell_type == "code":
             for m in _SUSPECT.finditer(cell.source):
-                notes.append(f"{submitted.stem}: a cell of the student's has `{m.group(1).strip()}`; "
-                             "graded with the instructor's checkers (review it)")
+                notes.append(
+                    f"{submitted.stem}: a cell of the student's has `{m.group(1).strip()}`; "
+                    "graded with the instructor's checkers (review it)"
+                )
     return notes
 
 
@@ -82,9 +94,13 @@ def write_report(course, assignment, students, notes, out, timeout):
     columns, maxima, rows = [], {}, []
     with Gradebook(db_url) as gb:
         for nb in sorted(gb.find_assignment(assignment).notebooks, key=lambda n: n.name):
-            order = [c.metadata["nbgrader"]["grade_id"] for c in
-                     nbformat.read(course / "source" / assignment / f"{nb.name}.ipynb", as_version=4).cells
-                     if c.metadata.get("nbgrader", {}).get("grade")]
+            order = [
+                c.metadata["nbgrader"]["grade_id"]
+                for c in nbformat.read(
+                    course / "source" / assignment / f"{nb.name}.ipynb", as_version=4
+                ).cells
+                if c.metadata.get("nbgrader", {}).get("grade")
+            ]
             for grade_id in order:
                 columns.append((nb.name, grade_id))
                 maxima[(nb.name, grade_id)] = gb.find_grade_cell(grade_id, nb.name, assignment).max_score
@@ -108,16 +124,23 @@ def write_report(course, assignment, students, notes, out, timeout):
             graded = course / "autograded" / student / assignment / f"{nb_name}.ipynb"
             cells = {}
             if graded.exists():
-                cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nbformat.read(graded, as_version=4).cells
-                         if c.metadata.get("nbgrader", {}).get("grade")}
+                cells = {
+                    c.metadata["nbgrader"]["grade_id"]: c
+                    for c in nbformat.read(graded, as_version=4).cells
+                    if c.metadata.get("nbgrader", {}).get("grade")
+                }
             lines.append(f"## {nb_name}")
             for key in (k for k in columns if k[0] == nb_name):
                 why = explain(cells[key[1]], timeout) if key[1] in cells else "notebook not submitted"
-                lines.append(f"- **{key[1].removeprefix('test_')}**: {fmt(scores[key])} / "
-                             f"{fmt(maxima[key])}. {why}")
+                lines.append(
+                    f"- **{key[1].removeprefix('test_')}**: {fmt(scores[key])} / {fmt(maxima[key])}. {why}"
+                )
             lines.append("")
         if notes[student]:
             lines += ["## Notes for the instructor"] + [f"- {n}" for n in notes[student]] + [""]
         (out / "feedback" / f"{student}.md").write_text("\n".join(lines))
-    return ([[s] + [scores[k] for k in columns] + [sum(scores.values())] for s, scores in rows],
-            header, total_max)
+    return (
+        [[s] + [scores[k] for k in columns] + [sum(scores.values())] for s, scores in rows],
+        header,
+        total_max,
+    )

@@ -18,6 +18,7 @@ source notebooks can still edit them); ``nbgrader generate_assignment`` locks th
 cells. Re-running changes nothing (idempotent). Usage:
 ``python -m lmcore.course.build.nbgrader_meta notebooks/*.ipynb`` (``--check``: report, write nothing).
 """
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,7 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["SCHEMA_VERSION", "DEFAULT_POINTS", "exercises", "stamp_notebook", "stamp_file",
-           "graded_cells"]
+__all__ = ["SCHEMA_VERSION", "DEFAULT_POINTS", "exercises", "stamp_notebook", "stamp_file", "graded_cells"]
 
 SCHEMA_VERSION = 3
 DEFAULT_POINTS = 1
@@ -42,8 +42,10 @@ def _solution_function(source: str, where: str) -> str | None:
     for n, line in enumerate(lines):
         if "BEGIN SOLUTION" in line or "END SOLUTION" in line:
             if not _MARKER_RE.match(line):
-                raise ValueError(f"{where}, line {n + 1}: {line.strip()!r} mentions a solution "
-                                 "marker but is not one (nbgrader would cut it anyway)")
+                raise ValueError(
+                    f"{where}, line {n + 1}: {line.strip()!r} mentions a solution "
+                    "marker but is not one (nbgrader would cut it anyway)"
+                )
     begins = [n for n, line in enumerate(lines) if _MARKER_RE.match(line) and "BEGIN" in line]
     if not begins:
         return None
@@ -97,8 +99,10 @@ def exercises(nb) -> list[dict]:
         if fn:
             current = {"function": fn, "solution": i, "tests": []}
             found.append(current)
-        elif current and any(re.search(rf"\b{re.escape(current['function'])}\b", cell.source[m.end():])
-                             for m in _CHECK_RE.finditer(cell.source)):
+        elif current and any(
+            re.search(rf"\b{re.escape(current['function'])}\b", cell.source[m.end() :])
+            for m in _CHECK_RE.finditer(cell.source)
+        ):
             current["tests"].append(i)
     names = [e["function"] for e in found]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -108,8 +112,13 @@ def exercises(nb) -> list[dict]:
 
 
 def _meta(grade_id: str, *, solution=False, grade=False, locked=True, points=None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked,
-            "schema_version": SCHEMA_VERSION, "solution": solution}
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": SCHEMA_VERSION,
+        "solution": solution,
+    }
     if points is not None:
         meta["points"] = points
     return meta
@@ -126,8 +135,9 @@ def stamp_notebook(nb, where: str = "notebook") -> bool:
             raise ValueError(f"{where}: exercise {fn!r} has no check cell calling check_*({fn})")
         wanted[ex["solution"]] = _meta(fn, solution=True, locked=False)
         for k, i in enumerate(ex["tests"]):
-            wanted[i] = _meta(f"test_{fn}" + (f"_{k + 1}" if k else ""), grade=True,
-                              points=points.get(fn, DEFAULT_POINTS))
+            wanted[i] = _meta(
+                f"test_{fn}" + (f"_{k + 1}" if k else ""), grade=True, points=points.get(fn, DEFAULT_POINTS)
+            )
     for i, cell in enumerate(nb.cells):
         if "id" not in cell:
             raise ValueError(f"{where}, cell {i}: no cell id (nbformat >= 4.5 needed)")
@@ -140,8 +150,11 @@ def stamp_notebook(nb, where: str = "notebook") -> bool:
 
 def graded_cells(nb) -> list[dict]:
     """The nbgrader metadata of ``nb``'s solution and test cells, in order (for tests, reports)."""
-    return [dict(c.metadata["nbgrader"], cell_type=c.cell_type) for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution") or c.metadata.get("nbgrader", {}).get("grade")]
+    return [
+        dict(c.metadata["nbgrader"], cell_type=c.cell_type)
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution") or c.metadata.get("nbgrader", {}).get("grade")
+    ]
 
 
 def stamp_file(path, *, write: bool = True) -> bool:
@@ -163,6 +176,8 @@ if __name__ == "__main__":
     stale = [p for p in paths if stamp_file(p, write=not check_only)]
     for p in paths:
         n = len(graded_cells(nbformat.read(p, as_version=4))) if not check_only else None
-        print(f"{p}: {'needs stamping' if check_only and p in stale else 'stamped' if p in stale else 'up to date'}"
-              + (f" ({n} solution/test cells)" if n is not None else ""))
+        print(
+            f"{p}: {'needs stamping' if check_only and p in stale else 'stamped' if p in stale else 'up to date'}"
+            + (f" ({n} solution/test cells)" if n is not None else "")
+        )
     sys.exit(1 if check_only and stale else 0)

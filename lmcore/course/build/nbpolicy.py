@@ -12,6 +12,7 @@
 
 ``python -m lmcore.course.build.nbpolicy notebooks/*.ipynb`` prints the table the README quotes.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,17 @@ import re
 import sys
 from pathlib import Path
 
-__all__ = ["load", "is_ignored", "checked_output_count", "ignored_cells", "unverified_ignored_cells",
-           "prose_numbers", "output_numbers", "unmatched_prose_numbers", "report"]
+__all__ = [
+    "load",
+    "is_ignored",
+    "checked_output_count",
+    "ignored_cells",
+    "unverified_ignored_cells",
+    "prose_numbers",
+    "output_numbers",
+    "unmatched_prose_numbers",
+    "report",
+]
 
 VERDICT_CALL = re.compile(r"\b(in_range|near|holds|below|above|check_\w+|run_checks)\(")
 NUMBER = re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*")
@@ -42,8 +52,9 @@ def _tags(cell) -> list:
 def is_ignored(cell) -> bool:
     """True when nbval does not compare this code cell's output."""
     first = _src(cell).lstrip().splitlines()[:3]
-    return (any(line.strip() in ("# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP") for line in first)
-            or bool({"nbval-ignore-output", "nbval-skip"} & set(_tags(cell))))
+    return any(line.strip() in ("# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP") for line in first) or bool(
+        {"nbval-ignore-output", "nbval-skip"} & set(_tags(cell))
+    )
 
 
 def _text_outputs(cell) -> list[str]:
@@ -59,8 +70,9 @@ def _text_outputs(cell) -> list[str]:
 
 def checked_output_count(nb) -> int:
     """Outputs nbval compares: the outputs of code cells that are not ignored."""
-    return sum(len(c.get("outputs", [])) for c in nb["cells"]
-               if c["cell_type"] == "code" and not is_ignored(c))
+    return sum(
+        len(c.get("outputs", [])) for c in nb["cells"] if c["cell_type"] == "code" and not is_ignored(c)
+    )
 
 
 def ignored_cells(nb) -> list[int]:
@@ -82,7 +94,7 @@ def unverified_ignored_cells(nb) -> list[int]:
         if _exempt(cells[i]):
             continue
         ok = False
-        for c in cells[i + 1:]:
+        for c in cells[i + 1 :]:
             if c["cell_type"] == "markdown" and _src(c).lstrip().startswith("#"):
                 break
             if c["cell_type"] == "code" and not is_ignored(c) and VERDICT_CALL.search(_src(c)):
@@ -94,8 +106,8 @@ def unverified_ignored_cells(nb) -> list[int]:
 
 
 def _strip_markdown_noise(text: str) -> str:
-    text = re.sub(r"\]\([^)]*\)", "]", text)          # link targets
-    text = re.sub(r"https?://\S+", " ", text)         # bare URLs
+    text = re.sub(r"\]\([^)]*\)", "]", text)  # link targets
+    text = re.sub(r"https?://\S+", " ", text)  # bare URLs
     text = re.sub(r"`[^`]*\.(py|ipynb|png|json|txt|cfg|md)`", " ", text)
     return text
 
@@ -133,7 +145,7 @@ def _matches(written: str, printed: set[str]) -> bool:
         if len(p.split(".")[1]) >= decimals and f"{v:.{decimals}f}" == f"{target:.{decimals}f}":
             return True
         # a printed value rounded half-up may differ from Python's round-half-even
-        if len(p.split(".")[1]) >= decimals and abs(v - target) <= 0.5 * 10 ** -decimals + 1e-12:
+        if len(p.split(".")[1]) >= decimals and abs(v - target) <= 0.5 * 10**-decimals + 1e-12:
             return True
     return False
 
@@ -142,19 +154,27 @@ def unmatched_prose_numbers(nb) -> list[tuple[int, str]]:
     """Prose numbers that no output prints and the metadata does not declare."""
     declared = nb.get("metadata", {}).get("lmcore", {}).get("prose_numbers", {})
     printed = output_numbers(nb)
-    return [(i, s) for i, s in prose_numbers(nb)
-            if s not in declared and s.lstrip("0") not in declared and not _matches(s, printed)]
+    return [
+        (i, s)
+        for i, s in prose_numbers(nb)
+        if s not in declared and s.lstrip("0") not in declared and not _matches(s, printed)
+    ]
 
 
 def report(paths) -> str:
-    rows = ["| notebook | outputs checked | ignored cells | ignored without a verdict | prose numbers "
-            "(declared) | unmatched |", "|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| notebook | outputs checked | ignored cells | ignored without a verdict | prose numbers "
+        "(declared) | unmatched |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for p in paths:
         nb = load(p)
         declared = nb.get("metadata", {}).get("lmcore", {}).get("prose_numbers", {})
-        rows.append(f"| {Path(p).stem} | {checked_output_count(nb)} | {len(ignored_cells(nb))} | "
-                    f"{len(unverified_ignored_cells(nb))} | {len(prose_numbers(nb))} ({len(declared)}) | "
-                    f"{len(unmatched_prose_numbers(nb))} |")
+        rows.append(
+            f"| {Path(p).stem} | {checked_output_count(nb)} | {len(ignored_cells(nb))} | "
+            f"{len(unverified_ignored_cells(nb))} | {len(prose_numbers(nb))} ({len(declared)}) | "
+            f"{len(unmatched_prose_numbers(nb))} |"
+        )
     return "\n".join(rows)
 
 

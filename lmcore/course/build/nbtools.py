@@ -3,6 +3,7 @@ folder, with the current Python's kernel, widget state stripped (it is noise in 
 
 Usage: ``python -m lmcore.course.build.nbtools notebooks/03_*.ipynb`` (or ``make notebooks NB=03_*``).
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,8 +27,13 @@ def execute_notebook(path, *, timeout: int = 600, write: bool = True, allow_erro
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
-                            resources={"metadata": {"path": str(path.parent.resolve())}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
     client.execute()
     strip_widget_state(nb)
     if write:
@@ -60,12 +66,18 @@ def run_cells(nb, cwd, *, timeout: int = 600) -> list[dict]:
                 elif msg["msg_type"] in ("execute_result", "display_data"):
                     chunks.append(content["data"].get("text/plain", ""))
 
-            reply = kc.execute_interactive(cell.source, timeout=timeout, output_hook=hook,
-                                           allow_stdin=False)["content"]
-            error = (f"{reply.get('ename')}: {reply.get('evalue')}" if reply["status"] == "error"
-                     else None)
-            results.append({"index": index, "text": "".join(chunks), "error": error,
-                            "expected": "raises-exception" in cell.metadata.get("tags", [])})
+            reply = kc.execute_interactive(cell.source, timeout=timeout, output_hook=hook, allow_stdin=False)[
+                "content"
+            ]
+            error = f"{reply.get('ename')}: {reply.get('evalue')}" if reply["status"] == "error" else None
+            results.append(
+                {
+                    "index": index,
+                    "text": "".join(chunks),
+                    "error": error,
+                    "expected": "raises-exception" in cell.metadata.get("tags", []),
+                }
+            )
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

@@ -5,6 +5,7 @@ Code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's markers
 function bodies, so the stub only fires when a check calls the function, and "Run All" reaches
 the end. Usage: ``python -m lmcore.course.build.student notebooks student``.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,10 @@ def strip_solutions(source: str, where: str = "cell") -> str:
                 raise ValueError(f"{where}, line {n}: nested {BEGIN}")
             indent = m.group(1)
             if not indent:
-                raise ValueError(f"{where}, line {n}: {BEGIN} at top level; put the solution "
-                                 "inside a function body so the stub does not stop Run All")
+                raise ValueError(
+                    f"{where}, line {n}: {BEGIN} at top level; put the solution "
+                    "inside a function body so the stub does not stop Run All"
+                )
             out.append(indent + STUB)
         elif line.strip() == END:
             if indent is None:
