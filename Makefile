@@ -102,4 +102,4 @@ grade: $(TEACH_STAMP)
 
 # The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end.
 test-teach: $(TEACH_STAMP)
-	$(BIN)/python -m pytest -q tests/teach
+	$(BIN)/python -m pytest -q $(ALL_TESTS) tests/teach

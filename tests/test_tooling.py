@@ -53,6 +53,8 @@ def test_plain_pytest_is_the_fast_suite_and_make_test_runs_everything():
     makefile = (ROOT / "Makefile").read_text()
     test_recipe = re.search(r"^test: .*\n\t(.*)", makefile, flags=re.M).group(1)
     assert "$(ALL_TESTS) $(NBVAL) tests notebooks" in test_recipe
+    teach_recipe = re.search(r"^test-teach: .*\n\t(.*)", makefile, flags=re.M).group(1)
+    assert "$(ALL_TESTS)" in teach_recipe  # the grading end-to-end test is marked slow
 
 
 def test_make_and_conftest_give_nbval_the_same_options():
