@@ -1,6 +1,6 @@
 """Notebook 07 (debugging label bugs): the classic pipelines where "the loss falls but the target
 is wrong", each trained a few steps with a tiny GPT, their diagnoses, and the measurements for
-the bugs ``run_checks`` cannot see (``debugging_measure``, re-exported here). Figures and the
+the bugs ``run_checks`` cannot see (in ``debugging_measure``). Figures and the
 widget: ``debugging_views``; the two exercises and their checkers: ``debugging_exercises``.
 
 The corpus: each document counts up from a random start to 15 in steps of 1 or 2 (a coin flip),
@@ -34,8 +34,7 @@ from .verdict import below
 
 __all__ = ["PAD", "EOS", "V", "L", "STEPS", "ROWS", "Pipeline", "PIPELINES", "documents", "padded_batch",
            "entropy_floor", "pipeline_gpt", "build", "train_pipeline", "loss_verdict",
-           "floor_comparison", "below_floor", "diagnose_pipeline", "weights_by_row", "packed_leak",
-           "eos_targets", "p_stop", "worse_than_guessing", "loss_correct"]
+           "floor_comparison", "below_floor", "diagnose_pipeline", "loss_correct"]
 
 V, L, STEPS, ROWS = 16, 16, 60, 16            # PAD 0 and EOS 1: the kit's convention (toys)
 
@@ -195,7 +194,3 @@ def diagnose_pipeline(key: str, seed: int = 0):
     with cpu_threads(1):
         return run_checks(forward, loss_fn, vocab_size=V, seq_len=L, eos_id=EOS, model=model,
                           pad_id=EOS if PIPELINES[key].batch == "eos_pad" else PAD)
-
-
-# The measurements for the bugs run_checks cannot see live in debugging_measure; re-exported here.
-from .debugging_measure import eos_targets, p_stop, packed_leak, weights_by_row, worse_than_guessing  # noqa: E402

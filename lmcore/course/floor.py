@@ -1,6 +1,6 @@
 """Notebook 09 (the loss floor): entropy and KL, the exact per-token floor of chat arithmetic,
 the floor run and the exercise checkers (the per-target scoring lives in
-:mod:`lmcore.course.floor_tokens`, re-exported here; plots and the widget in ``floor_views``).
+:mod:`lmcore.course.floor_tokens`; plots and the widget in ``floor_views``).
 
 The floor is exact: :func:`lmcore.data.chat_arithmetic_entropy` for the whole corpus, and
 :func:`oracle_probs` (every turn enumerated) for each token, so a trained model's loss can be
@@ -23,8 +23,7 @@ from .checks import Case, check
 
 __all__ = ["entropy", "kl_divergence", "cross_entropy", "SLOTS", "token_slots", "oracle_probs",
            "exact_slot_entropy", "floor_config", "train_floor_run", "short_curve", "RANGES",
-           "check_entropy", "check_kl_gap", "check_bits_per_byte", "per_target_nll",
-           "slot_breakdown", "gap_breakdown", "ROLES"]
+           "check_entropy", "check_kl_gap", "check_bits_per_byte"]
 
 TOK = ChatTokenizer()
 SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")   # c: the answer's tokens
@@ -216,6 +215,3 @@ def check_bits_per_byte(fn, *, quiet: bool = False) -> bool:
     return check("bits per byte", fn, lambda m, n, b: bits_per_byte(m * n, b), _bpb_cases(),
                  atol=1e-9, rtol=1e-7, quiet=quiet,
                  hint="total bits = mean loss x tokens / ln 2; then divide by the bytes.")
-
-
-from .floor_tokens import ROLES, gap_breakdown, per_target_nll, slot_breakdown  # noqa: E402

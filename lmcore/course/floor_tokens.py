@@ -1,7 +1,5 @@
 """Notebook 09, section 4: the floor token by token. Every validation target scored by the
 trained model and by the perfect model, grouped by slot or role, and the gap split by role.
-
-Re-exported by :mod:`lmcore.course.floor`.
 """
 from __future__ import annotations
 

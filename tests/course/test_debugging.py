@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from lmcore.course import debugging as d
 from lmcore.course import debugging_exercises as ex
+from lmcore.course import debugging_measure as dm
 from lmcore.course import debugging_views as views
 from lmcore.model import GPT, GPTConfig
 
@@ -86,7 +87,7 @@ def test_every_pipeline_loss_falls_and_its_diagnosis_matches(key, capsys):
 def test_worse_than_guessing_only_for_the_copying_and_peeking_models(key, capsys):
     # the prose of notebook 07: the held-out loss of these two ends above ln V (a uniform guess)
     honest = d.train_pipeline(key)[2][-1][1]
-    assert d.worse_than_guessing(key) == (honest > math.log(d.V)) == (key in {"same_position", "sees_future"})
+    assert dm.worse_than_guessing(key) == (honest > math.log(d.V)) == (key in {"same_position", "sees_future"})
     assert capsys.readouterr().out.rstrip().endswith("(a uniform guess): " +
                                                      ("yes" if key in {"same_position", "sees_future"} else "NO"))
 
@@ -100,16 +101,16 @@ def test_diagnosis_switches_the_model_to_eval_and_back():
 
 def test_weights_by_row_show_the_batch_means_bug_on_the_batch_run_checks_uses():
     from fractions import Fraction
-    assert d.weights_by_row("correct") == [(n, Fraction(1, 35)) for n in (15, 8, 12)]
-    assert d.weights_by_row("batch_means") == [(n, Fraction(1, 3 * n)) for n in (15, 8, 12)]
+    assert dm.weights_by_row("correct") == [(n, Fraction(1, 35)) for n in (15, 8, 12)]
+    assert dm.weights_by_row("batch_means") == [(n, Fraction(1, 3 * n)) for n in (15, 8, 12)]
     assert "15/8" in d.diagnose_pipeline("batch_means")["equal_weights"].detail
 
 
 def test_measurements_for_the_bugs_run_checks_cannot_see():
-    leak = d.packed_leak()
+    leak = dm.packed_leak()
     assert leak["plain causal mask"] > 1e-3 and leak["document mask"] < 1e-5
-    assert d.eos_targets("correct") == d.ROWS and d.eos_targets("eos_is_pad") == 0
-    assert d.p_stop("correct") > 0.8 and d.p_stop("eos_is_pad") < 0.2
+    assert dm.eos_targets("correct") == d.ROWS and dm.eos_targets("eos_is_pad") == 0
+    assert dm.p_stop("correct") > 0.8 and dm.p_stop("eos_is_pad") < 0.2
 
 
 def test_figures_and_widget():

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore.course import floor as FL  # noqa: E402
+from lmcore.course import floor_tokens as FT  # noqa: E402
 from lmcore.course import floor_views as FV  # noqa: E402
 from lmcore.data import ChatTokenizer, chat_arithmetic_entropy, load_corpus  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
@@ -83,7 +84,7 @@ def test_per_target_nll_matches_turn_by_turn_forward():
     torch.manual_seed(0)
     corpus = load_corpus("chat-arithmetic", n_documents=60, seed=2)
     model = GPT(GPTConfig(vocab_size=TOK.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16)).double()
-    table = FL.per_target_nll(model, corpus)
+    table = FT.per_target_nll(model, corpus)
     mine, slots = [], []
     with torch.no_grad():
         for doc in corpus.val:                           # each turn alone, no packing
@@ -100,14 +101,14 @@ def test_per_target_nll_matches_turn_by_turn_forward():
 def test_slot_breakdown_by_hand():
     table = {"slot": np.array(["a", "b", "c", "=", "a"]), "model": np.array([2.0, 3.0, 0.5, 0.1, 4.0]),
              "oracle": np.zeros(5)}
-    rows = {r[0]: r[1:] for r in FL.slot_breakdown(table)}
+    rows = {r[0]: r[1:] for r in FT.slot_breakdown(table)}
     assert rows["a"][:2] == pytest.approx((0.4, 3.0)) and rows["a"][2] == pytest.approx(math.log(10))
     assert set(rows) == {"a", "b", "=", "c"}
-    roles = {r[0]: r[1:] for r in FL.slot_breakdown(table, by="role")}
+    roles = {r[0]: r[1:] for r in FT.slot_breakdown(table, by="role")}
     assert roles["prompt digits"][:2] == pytest.approx((0.6, 3.0))
     assert roles["formatting"][:3] == pytest.approx((0.2, 0.1, 0.0))
     with pytest.raises(ValueError, match="by"):
-        FL.slot_breakdown(table, by="token")
+        FT.slot_breakdown(table, by="token")
 
 
 def test_train_floor_run_is_short_float64_and_scored_against_the_floor():

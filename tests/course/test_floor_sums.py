@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from lmcore.course import floor as FL
+from lmcore.course import floor_tokens as FT
 from lmcore.course import floor_sums as S
 from lmcore.data import ChatTokenizer, chat_arithmetic
 from lmcore.model import GPT, GPTConfig
@@ -107,6 +108,6 @@ def test_compare_by_hand():
 def test_gap_breakdown_by_hand():
     table = {"slot": np.array(["a", "b", "c", "=", "c"]), "model": np.array([2.5, 2.2, 0.4, 0.1, 0.0]),
              "oracle": np.array([2.3, 2.3, 0.0, 0.0, 0.0])}
-    parts = FL.gap_breakdown(table)
+    parts = FT.gap_breakdown(table)
     assert parts["prompt digits"] == pytest.approx(0.1 / 5) and parts["answer"] == pytest.approx(0.4 / 5)
     assert parts["formatting"] == pytest.approx(0.1 / 5) and parts["total"] == pytest.approx(0.6 / 5)
