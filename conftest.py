@@ -1,8 +1,11 @@
-"""Naming a notebook runs it under nbval: ``pytest notebooks/05_*.ipynb`` checks its outputs.
+"""What a named path asks for: a notebook runs under nbval, a named test runs even if slow.
 
-``pytest tests/`` is the fast unit suite (pyproject's addopts: no nbval, no slow tests). When an
-argument is a notebook or the notebooks folder and nbval is not on, this turns it on with the
-options ``make test`` passes (the Makefile's ``NBVAL``; tests/test_packaging.py keeps them equal).
+``pytest tests/`` is the fast unit suite (pyproject's addopts: no nbval, ``-m "not slow"``).
+- When an argument is a notebook or the notebooks folder and nbval is not on, nbval is turned on
+  with the options ``make test`` passes (the Makefile's ``NBVAL``; tests/test_tooling.py keeps
+  them equal): ``pytest notebooks/05_*.ipynb`` checks that notebook's outputs.
+- When an argument names a test (``path::test``), the default ``-m "not slow"`` is dropped, so
+  ``pytest tests/test_train.py::test_x`` runs ``test_x`` even if it is marked slow.
 """
 
 from pathlib import Path
@@ -21,8 +24,13 @@ def _names_a_notebook(args) -> bool:
     return False
 
 
+DEFAULT_MARKEXPR = "not slow"  # pyproject's addopts
+
+
 def pytest_configure(config):
     opt = config.option
+    if opt.markexpr == DEFAULT_MARKEXPR and any("::" in arg for arg in config.args):
+        opt.markexpr = ""
     if getattr(opt, "nbval", None) is None or opt.nbval or opt.nbval_lax:
         return  # nbval not installed, or the caller chose its options
     if not _names_a_notebook(config.args):

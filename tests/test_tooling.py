@@ -84,3 +84,21 @@ def test_actionlint_accepts_the_workflow():
         [exe, str(ROOT / ".github" / "workflows" / "ci.yml")], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _collected(*args):
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_naming_a_slow_test_runs_it_and_naming_a_notebook_runs_nbval():
+    slow = "tests/test_train.py::test_one_step_with_torch_compile_on_the_cpu"
+    assert _collected(slow).startswith("1 test collected")
+    assert "deselected" in _collected("tests/test_train.py")
+    notebook = sorted((ROOT / "notebooks").glob("00_*.ipynb"))[0].relative_to(ROOT)
+    assert not _collected(str(notebook)).startswith(("no tests", "0 tests"))
