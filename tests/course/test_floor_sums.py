@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from lmcore.course import floor as FL
-from lmcore.course import floor_tokens as FT
 from lmcore.course import floor_sums as S
+from lmcore.course import floor_tokens as FT
 from lmcore.data import ChatTokenizer, chat_arithmetic
 from lmcore.model import GPT, GPTConfig
 

@@ -9,11 +9,10 @@ import torch
 
 from lmcore.course import training_run as R
 from lmcore.data import TextCorpus, load_corpus
-from lmcore.model import GPT, GPTConfig
-from lmcore.train import autocast_for, preset
 from lmcore.data.stdlib import PackedStreamCorpus
 from lmcore.data.tokenizers import ByteTokenizer, CharTokenizer
-from lmcore.train import evaluate, train
+from lmcore.model import GPT, GPTConfig
+from lmcore.train import autocast_for, evaluate, preset, train
 
 TEXT = "the cat sat on the mat. " * 40
 
