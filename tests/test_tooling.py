@@ -6,11 +6,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from importlib import import_module
 from pathlib import Path
 
 import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -96,6 +97,7 @@ def _collected(*args):
     return out.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # three pytest processes: about 10 s each on a busy machine
 def test_naming_a_slow_test_runs_it_and_naming_a_notebook_runs_nbval():
     slow = "tests/test_train.py::test_one_step_with_torch_compile_on_the_cpu"
     assert _collected(slow).startswith("1 test collected")
