@@ -10,6 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .._validate import require_int_scalar
 from .._validate import require_float, require_tensor
 from ..loss import causal_lm_loss
 from ..perplexity import nats_to_bits
@@ -86,8 +87,7 @@ def first_loss(vocab_size: int, *, init_std: float = 0.02, n_embd: int = 16, n_l
     the logits' spread ``sigma``, the prediction ln V + sigma^2/2, the final LayerNorm's
     ``gain``, and with ``return_logits`` the ``logits`` (N, L, V) themselves.
     """
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
-        raise ValueError(f"vocab_size must be an int >= 2; got {vocab_size!r}.")
+    require_int_scalar("vocab_size", vocab_size, min=2)
     model = toy_gpt(vocab_size, block_size=length, n_layer=n_layer, n_embd=n_embd,
                     n_head=max(1, n_embd // 64) if n_embd % 64 == 0 else 2, init_std=init_std,
                     seed=seed)

@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from .._validate import require_int_scalar
 from .._validate import require_float, require_tensor
 
 __all__ = ["causal_mask", "attention", "format_mask", "format_weights"]
@@ -15,8 +16,7 @@ __all__ = ["causal_mask", "attention", "format_mask", "format_weights"]
 
 def causal_mask(length: int) -> torch.Tensor:
     """Bool (L, L): True where query position i may attend to key position j, i.e. j <= i."""
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ValueError(f"length must be an int >= 1; got {length!r}.")
+    require_int_scalar("length", length, min=1)
     return torch.ones(length, length, dtype=torch.bool).tril()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import require_int_scalar
 from .. import handcalc
 from .checks import FAIL, Case, check, random_logit_cases
 
@@ -42,8 +43,7 @@ def gradient_state(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, valu
     the current ``z``, ``loss`` and ``grad`` = softmax(z) - onehot(target), the ``slope`` of the
     curve at the current point (= grad[index]) and the ``tangent`` line over ``xs``."""
     z = np.array(logits, dtype=np.float64)
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < z.size:
-        raise ValueError(f"index must be a logit index in [0, {z.size}); got {index!r}.")
+    index = require_int_scalar("index", index, min=0, max=z.size - 1, hint="(a logit index)")
     if value is not None:
         z[index] = float(value)
     xs = np.linspace(lo, hi, n)

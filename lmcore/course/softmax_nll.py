@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._validate import require_real
 from .. import handcalc
 from ..perplexity import nats_to_bits
 from .checks import Case, check, random_logit_cases
@@ -27,8 +28,7 @@ def softmax_state(logits, target: int, temperature: float = 1.0) -> dict:
     """What the softmax widget shows for ``logits`` (V,), the correct index ``target`` and a
     ``temperature`` T > 0: the probabilities softmax(z / T), p(target), and the loss
     -log p(target) in nats and bits."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive number; got {temperature!r}.")
+    require_real("temperature", temperature, min=0, min_inclusive=False)
     z = np.asarray(logits, dtype=np.float64) / float(temperature)
     probs = handcalc.softmax(z)
     loss = handcalc.nll(z, target)

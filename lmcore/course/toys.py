@@ -11,6 +11,7 @@ from typing import Callable
 
 import torch
 
+from .._validate import require_int_scalar
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..shift import position_ids_from_attention_mask
@@ -98,8 +99,7 @@ def fit(model: torch.nn.Module, batch_fn: Callable, *, steps: int, lr: float,
     The model trains in training mode and gets its previous mode back at the end; ``threads``
     CPU threads (1: tiny models run as fast and repeat exactly; None: torch's setting).
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int; got {steps!r}.")
+    require_int_scalar("steps", steps, min=1)
     loss_fn = _default_loss if loss_fn is None else loss_fn
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     was_training, losses = model.training, []

@@ -39,9 +39,10 @@ def test_softmax_state_seed_numbers():
     assert round(s["p_target"], 3) == 0.245 and round(s["loss_nats"], 3) == 1.408
 
 
-@pytest.mark.parametrize("T", [0, -1.0, True, "1"])
-def test_softmax_state_rejects_bad_temperature(T):
-    with pytest.raises(ValueError, match="temperature"):
+@pytest.mark.parametrize("T, exc", [(0, ValueError), (-1.0, ValueError), (float("nan"), ValueError),
+                                    (True, TypeError), ("1", TypeError)])
+def test_softmax_state_rejects_bad_temperature(T, exc):
+    with pytest.raises(exc, match="temperature"):
         S.softmax_state([1.0, 2.0, 3.0], 0, T)
 
 
