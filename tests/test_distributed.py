@@ -1,5 +1,6 @@
 """Data-parallel training with torch.distributed on the CPU (gloo, 2 processes): gradients equal
 one process on the concatenated batch, and a run trains and resumes, from Python and the CLI."""
+
 import contextlib
 import json
 import math
@@ -19,8 +20,9 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from ddp_worker import ragged_batch  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
-                                reason="torch.distributed is not available")
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available(), reason="torch.distributed is not available"
+)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -43,11 +45,17 @@ def torchrun(*args, timeout=300):
 
     On a hang the workers, then the agent, get SIGABRT, so Python's faulthandler prints where
     each one stood, and the test fails with those stacks."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent),
-           "PYTHONFAULTHANDLER": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent), "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=HERE.parent, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE.parent,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -60,8 +68,10 @@ def torchrun(*args, timeout=300):
             for pid in [*_descendants(proc.pid), proc.pid]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-        pytest.fail(f"torchrun did not finish in {timeout} s; where each process stood:\n"
-                    f"{stdout[-3000:]}\n{stderr[-12000:]}")
+        pytest.fail(
+            f"torchrun did not finish in {timeout} s; where each process stood:\n"
+            f"{stdout[-3000:]}\n{stderr[-12000:]}"
+        )
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
@@ -95,19 +105,29 @@ def test_two_rank_run_resumes_exactly_and_stops_together_on_nan(tmp_path):
     assert r["status"] == ["finished", "stopped", "finished"]
     assert r["same_weights"] and r["same_history"] and r["steps"] == [0, 2, 4, 6]
     assert r["world_size"] == 2 and r["rank_rng"] == 2
-    assert r["tokens"] == 6 * 2 * 2 * 8 * 32          # steps x ranks x grad_accum x batch x block
+    assert r["tokens"] == 6 * 2 * 2 * 8 * 32  # steps x ranks x grad_accum x batch x block
     assert r["nan"] == ["nan", "stopped at step 3: t"]  # NaN on one rank stops both, same step
 
 
 @pytest.mark.slow
 def test_torchrun_cli_trains_and_resumes(tmp_path):
     out = tmp_path / "cli"
-    base = ["-m", "lmcore.train", "--preset", "smoke", "--corpus", "chat-arithmetic", "--out",
-            str(out), "--device", "cpu"]
+    base = [
+        "-m",
+        "lmcore.train",
+        "--preset",
+        "smoke",
+        "--corpus",
+        "chat-arithmetic",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
     first = torchrun(*base, "--max-steps", "2")
     summary = json.loads((out / "history.json").read_text())
     assert summary["status"] == "finished" and summary["world_size"] == 2
-    assert first.stdout.count("wrote") == 1                      # only rank 0 reports
+    assert first.stdout.count("wrote") == 1  # only rank 0 reports
     torchrun(*base, "--max-steps", "4", "--resume")
     summary = json.loads((out / "history.json").read_text())
     assert [r["step"] for r in summary["history"]][-1] == 4

@@ -3,6 +3,7 @@ against ln V + sigma^2/2 (sigma: the spread of the logits), a standard gain-1 in
 lmcore's small final-LayerNorm gain changes, the widget's figure, a training run with a label
 leak, and the exercise checkers. The widget's figure is in :mod:`lmcore.course.anchor_views`.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,44 +11,62 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._validate import require_int_scalar
-from .._validate import require_float, require_tensor
+from .._validate import require_float, require_int_scalar, require_tensor
 from ..loss import causal_lm_loss
 from ..perplexity import nats_to_bits
 from ..train.devices import cpu_threads
+from .anchor_leak import check_get_batch, get_batch_leaky, get_batch_reference, pipeline_run
 from .checks import Case, check
 from .toys import toy_gpt
-from .anchor_leak import check_get_batch, get_batch_leaky, get_batch_reference, pipeline_run
 
-__all__ = ["WELL_KNOWN_VOCABS", "anchor_table", "first_loss", "iid_logit_loss", "predict_first_loss",
-           "logit_sigma", "expected_first_loss", "predict_from_logits", "head_first_loss",
-           "mean_exp_normal", "get_batch_leaky", "get_batch_reference",
-           "pipeline_run", "check_predict_from_logits",
-           "check_get_batch"]
+__all__ = [
+    "WELL_KNOWN_VOCABS",
+    "anchor_table",
+    "first_loss",
+    "iid_logit_loss",
+    "predict_first_loss",
+    "logit_sigma",
+    "expected_first_loss",
+    "predict_from_logits",
+    "head_first_loss",
+    "mean_exp_normal",
+    "get_batch_leaky",
+    "get_batch_reference",
+    "pipeline_run",
+    "check_predict_from_logits",
+    "check_get_batch",
+]
 
-WELL_KNOWN_VOCABS = {"toy vocabulary": 5, "T5 SentencePiece": 32_000, "GPT-2 / GPT-3": 50_257,
-               "Llama 3 (released weights)": 128_256}
+WELL_KNOWN_VOCABS = {
+    "toy vocabulary": 5,
+    "T5 SentencePiece": 32_000,
+    "GPT-2 / GPT-3": 50_257,
+    "Llama 3 (released weights)": 128_256,
+}
 
 
 def anchor_table(vocabs: dict | None = None) -> list[dict]:
     """For each vocabulary: V, ln V in nats and log2 V in bits (the loss of a uniform guess)."""
     vocabs = WELL_KNOWN_VOCABS if vocabs is None else vocabs
-    return [{"name": name, "V": V, "nats": math.log(V), "bits": nats_to_bits(math.log(V))}
-            for name, V in vocabs.items()]
+    return [
+        {"name": name, "V": V, "nats": math.log(V), "bits": nats_to_bits(math.log(V))}
+        for name, V in vocabs.items()
+    ]
 
 
 def predict_first_loss(vocab_size: int, sigma: float) -> float:
     """Reference: i.i.d. N(0, sigma^2) logits over a large V give a loss of ln V + sigma^2/2."""
-    return math.log(vocab_size) + sigma ** 2 / 2
+    return math.log(vocab_size) + sigma**2 / 2
 
 
 def _rows(logits) -> torch.Tensor:
     logits = require_tensor("logits", logits)
     require_float("logits", logits)
     if logits.ndim < 1 or logits.shape[-1] < 2:
-        raise ValueError(f"logits must end in a vocabulary dimension V >= 2; got shape "
-                         f"{tuple(logits.shape)}.")
-    return logits.detach().double().reshape(-1, logits.shape[-1])             # (positions, V)
+        raise ValueError(
+            f"logits must end in a vocabulary dimension V >= 2; got shape {tuple(logits.shape)}."
+        )
+    return logits.detach().double().reshape(-1, logits.shape[-1])  # (positions, V)
 
 
 def logit_sigma(logits) -> float:
@@ -73,10 +92,20 @@ def predict_from_logits(logits) -> float:
 
 
 @torch.no_grad()
-def first_loss(vocab_size: int, *, init_std: float = 0.02, n_embd: int = 16, n_layer: int = 1,
-               batch: int = 8, length: int = 32, data_vocab_size: int | None = None,
-               final_gain: float | None = None, tied: bool = True, return_logits: bool = False,
-               seed: int = 0) -> dict:
+def first_loss(
+    vocab_size: int,
+    *,
+    init_std: float = 0.02,
+    n_embd: int = 16,
+    n_layer: int = 1,
+    batch: int = 8,
+    length: int = 32,
+    data_vocab_size: int | None = None,
+    final_gain: float | None = None,
+    tied: bool = True,
+    return_logits: bool = False,
+    seed: int = 0,
+) -> dict:
     """The loss of a freshly initialised GPT on uniformly random tokens, before any step.
 
     Small width and few tokens keep V = 128,256 affordable. ``data_vocab_size`` < V draws the
@@ -88,9 +117,15 @@ def first_loss(vocab_size: int, *, init_std: float = 0.02, n_embd: int = 16, n_l
     ``gain``, and with ``return_logits`` the ``logits`` (N, L, V) themselves.
     """
     require_int_scalar("vocab_size", vocab_size, min=2)
-    model = toy_gpt(vocab_size, block_size=length, n_layer=n_layer, n_embd=n_embd,
-                    n_head=max(1, n_embd // 64) if n_embd % 64 == 0 else 2, init_std=init_std,
-                    seed=seed)
+    model = toy_gpt(
+        vocab_size,
+        block_size=length,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=max(1, n_embd // 64) if n_embd % 64 == 0 else 2,
+        init_std=init_std,
+        seed=seed,
+    )
     if final_gain is not None:
         torch.nn.init.constant_(model.ln_f.weight, float(final_gain))
     if not tied:
@@ -99,33 +134,46 @@ def first_loss(vocab_size: int, *, init_std: float = 0.02, n_embd: int = 16, n_l
     n_types = vocab_size if data_vocab_size is None else min(data_vocab_size, vocab_size)
     ids = torch.randint(n_types, (batch, length), generator=torch.Generator().manual_seed(seed))
     with cpu_threads(1):
-        logits = model(ids)                                                 # (N, L, V)
+        logits = model(ids)  # (N, L, V)
     sigma = logit_sigma(logits)
-    out = {"V": vocab_size, "init_std": init_std, "loss": float(causal_lm_loss(logits, ids)),
-           "expected": expected_first_loss(logits), "ln_v": math.log(vocab_size),
-           "sigma": sigma, "predicted": predict_first_loss(vocab_size, sigma),
-           "gain": float(model.ln_f.weight[0])}
+    out = {
+        "V": vocab_size,
+        "init_std": init_std,
+        "loss": float(causal_lm_loss(logits, ids)),
+        "expected": expected_first_loss(logits),
+        "ln_v": math.log(vocab_size),
+        "sigma": sigma,
+        "predicted": predict_first_loss(vocab_size, sigma),
+        "gain": float(model.ln_f.weight[0]),
+    }
     return {**out, "logits": logits} if return_logits else out
 
 
 @torch.no_grad()
-def head_first_loss(n_embd: int, vocab_size: int, *, init_std: float = 0.02, gain: float = 1.0,
-                    rows: int = 64, seed: int = 0) -> dict:
+def head_first_loss(
+    n_embd: int, vocab_size: int, *, init_std: float = 0.02, gain: float = 1.0, rows: int = 64, seed: int = 0
+) -> dict:
     """Only the last two layers of a fresh model: ``rows`` hidden states through a LayerNorm
     with gain ``gain`` (each row: mean 0, mean square gain^2, whatever came before), then an
     output matrix (V, D) drawn from N(0, init_std^2). Each logit is then N(0, sigma^2) with
     sigma = gain * init_std * sqrt(D) exactly. Returns that ``sigma_formula``, the measured
     ``sigma``, the ``expected`` loss over every target and the prediction."""
     g = torch.Generator().manual_seed(seed)
-    h = gain * F.layer_norm(torch.randn(rows, n_embd, generator=g), (n_embd,))     # (rows, D)
-    W = torch.randn(vocab_size, n_embd, generator=g) * init_std                     # (V, D)
+    h = gain * F.layer_norm(torch.randn(rows, n_embd, generator=g), (n_embd,))  # (rows, D)
+    W = torch.randn(vocab_size, n_embd, generator=g) * init_std  # (V, D)
     with cpu_threads(1):
-        logits = h @ W.T                                                            # (rows, V)
+        logits = h @ W.T  # (rows, V)
     sigma = logit_sigma(logits)
-    return {"D": n_embd, "V": vocab_size, "gain": gain, "ln_v": math.log(vocab_size),
-            "sigma_formula": gain * init_std * math.sqrt(n_embd), "sigma": sigma,
-            "expected": expected_first_loss(logits),
-            "predicted": predict_first_loss(vocab_size, sigma)}
+    return {
+        "D": n_embd,
+        "V": vocab_size,
+        "gain": gain,
+        "ln_v": math.log(vocab_size),
+        "sigma_formula": gain * init_std * math.sqrt(n_embd),
+        "sigma": sigma,
+        "expected": expected_first_loss(logits),
+        "predicted": predict_first_loss(vocab_size, sigma),
+    }
 
 
 def mean_exp_normal(sigma: float, n: int = 1_000_000, seed: int = 0) -> float:
@@ -145,20 +193,36 @@ def iid_logit_loss(vocab_size: int, sigma: float, *, rows: int = 16, seed: int =
 def _logit_cases() -> list[Case]:
     g = torch.Generator().manual_seed(11)
     cases = []
-    for (N, L, V), s in (((2, 3, 1000), 0.1), ((1, 5, 4000), 0.5), ((3, 2, 32_000), 1.5),
-                         ((2, 4, 2000), 1.0)):
+    for (N, L, V), s in (
+        ((2, 3, 1000), 0.1),
+        ((1, 5, 4000), 0.5),
+        ((3, 2, 32_000), 1.5),
+        ((2, 4, 2000), 1.0),
+    ):
         z = torch.randn(N, L, V, generator=g) * s
         cases.append(Case((z,), label=f"logits (N, L, V) = {(N, L, V)}, spread {s}"))
-        offset = z + 3.0 * torch.randn(N, L, 1, generator=g)     # a constant per position
-        cases.append(Case((offset,), label=f"logits (N, L, V) = {(N, L, V)}, spread {s}, "
-                                           f"plus a different constant at each position"))
+        offset = z + 3.0 * torch.randn(N, L, 1, generator=g)  # a constant per position
+        cases.append(
+            Case(
+                (offset,),
+                label=f"logits (N, L, V) = {(N, L, V)}, spread {s}, "
+                f"plus a different constant at each position",
+            )
+        )
     return cases
 
 
 def check_predict_from_logits(fn, quiet: bool = False) -> bool:
     """Grade ``fn(logits (N, L, V)) -> predicted first loss (nats)``."""
-    return check("predict_first_loss", fn, predict_from_logits, _logit_cases(), quiet=quiet,
-                 atol=2e-3, rtol=0,
-                 hint="V is the LAST dimension; the loss is ln V (natural log) plus sigma^2/2, "
-                      "and sigma is the spread of each position's logits around that "
-                      "position's own mean (softmax ignores a constant added to a row).")
+    return check(
+        "predict_first_loss",
+        fn,
+        predict_from_logits,
+        _logit_cases(),
+        quiet=quiet,
+        atol=2e-3,
+        rtol=0,
+        hint="V is the LAST dimension; the loss is ln V (natural log) plus sigma^2/2, "
+        "and sigma is the spread of each position's logits around that "
+        "position's own mean (softmax ignores a constant added to a row).",
+    )

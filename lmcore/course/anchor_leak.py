@@ -1,6 +1,7 @@
 """Notebook 04's leaking data pipeline: nanoGPT-style pre-shifted targets cut one token short
 (targets equal to inputs), lmcore's fix, a short run of each, and the exercise's checker.
 Re-exported by :mod:`lmcore.course.anchor`."""
+
 from __future__ import annotations
 
 import torch
@@ -14,7 +15,7 @@ __all__ = ["get_batch_leaky", "get_batch_reference", "pipeline_run", "check_get_
 
 def get_batch_leaky(data: torch.Tensor, starts, block_size: int):
     """The provided pipeline: inputs and targets (N, block_size) cut from a 1-D token stream."""
-    chunks = torch.stack([data[s: s + block_size + 1] for s in starts])    # (N, block_size + 1)
+    chunks = torch.stack([data[s : s + block_size + 1] for s in starts])  # (N, block_size + 1)
     x = chunks[:, :-1]
     y = chunks[:, :block_size]
     return x, y
@@ -22,12 +23,13 @@ def get_batch_leaky(data: torch.Tensor, starts, block_size: int):
 
 def get_batch_reference(data: torch.Tensor, starts, block_size: int):
     """Reference fix: the target of input position t is the token at t+1."""
-    chunks = torch.stack([data[s: s + block_size + 1] for s in starts])
+    chunks = torch.stack([data[s : s + block_size + 1] for s in starts])
     return chunks[:, :-1], chunks[:, 1:]
 
 
-def pipeline_run(get_batch, *, vocab_size: int = 65, steps: int = 20, block_size: int = 32,
-                 batch: int = 16, seed: int = 0) -> list[float]:
+def pipeline_run(
+    get_batch, *, vocab_size: int = 65, steps: int = 20, block_size: int = 32, batch: int = 16, seed: int = 0
+) -> list[float]:
     """Train a fresh GPT on a random token stream with ``get_batch`` and nanoGPT's loss
     ``F.cross_entropy(logits, y)`` (targets arrive pre-shifted). Returns the loss per step;
     losses[0] is the first loss. Random tokens: an honest pipeline cannot go below ln V."""
@@ -37,9 +39,15 @@ def pipeline_run(get_batch, *, vocab_size: int = 65, steps: int = 20, block_size
 
     def next_batch(step):
         starts = torch.randint(len(data) - block_size - 1, (batch,), generator=g).tolist()
-        return get_batch(data, starts, block_size)                       # (x, y), pre-shifted
-    return fit(model, next_batch, steps=steps, lr=1e-2,
-               loss_fn=lambda m, xy: F.cross_entropy(m(xy[0]).reshape(-1, vocab_size), xy[1].reshape(-1)))
+        return get_batch(data, starts, block_size)  # (x, y), pre-shifted
+
+    return fit(
+        model,
+        next_batch,
+        steps=steps,
+        lr=1e-2,
+        loss_fn=lambda m, xy: F.cross_entropy(m(xy[0]).reshape(-1, vocab_size), xy[1].reshape(-1)),
+    )
 
 
 def check_get_batch(fn, quiet: bool = False) -> bool:
@@ -49,8 +57,15 @@ def check_get_batch(fn, quiet: bool = False) -> bool:
     for T, n, B in ((40, 3, 4), (100, 5, 9), (64, 2, 16), (25, 4, 1)):
         data = torch.randint(50, (T,), generator=g)
         starts = torch.randint(T - B - 1, (n,), generator=g).tolist()
-        cases.append(Case((data, starts, B), label=f"stream of {T} tokens, starts {starts}, "
-                                                  f"block_size {B}"))
-    return check("get_batch", fn, get_batch_reference, cases, quiet=quiet, atol=0, rtol=0,
-                 hint="y must be x moved one token to the left: target t is the token at t+1, "
-                      "which x[:, t] has not seen.")
+        cases.append(Case((data, starts, B), label=f"stream of {T} tokens, starts {starts}, block_size {B}"))
+    return check(
+        "get_batch",
+        fn,
+        get_batch_reference,
+        cases,
+        quiet=quiet,
+        atol=0,
+        rtol=0,
+        hint="y must be x moved one token to the left: target t is the token at t+1, "
+        "which x[:, t] has not seen.",
+    )

@@ -2,14 +2,14 @@
 L x L grid (the lower triangle). Plain tensors, one head, no batching tricks: the same
 arithmetic as ``F.scaled_dot_product_attention(q, k, v, is_causal=True)``.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-from .._validate import require_int_scalar
-from .._validate import require_float, require_tensor
+from .._validate import require_float, require_int_scalar, require_tensor
 
 __all__ = ["causal_mask", "attention", "format_mask", "format_weights"]
 
@@ -31,9 +31,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         require_tensor(name, t, 2, "(L, d)")
         require_float(name, t)
     if q.shape != k.shape or v.shape[0] != q.shape[0]:
-        raise ValueError(f"q and k must both be (L, d) and v (L, d_v); got q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)}, v {tuple(v.shape)}.")
-    scores = q @ k.T / math.sqrt(q.shape[-1])                              # (L, L)
+        raise ValueError(
+            f"q and k must both be (L, d) and v (L, d_v); got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)}."
+        )
+    scores = q @ k.T / math.sqrt(q.shape[-1])  # (L, L)
     if causal:
         scores = scores.masked_fill(~causal_mask(q.shape[0]), float("-inf"))
     weights = torch.softmax(scores, dim=-1)

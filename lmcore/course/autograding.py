@@ -15,6 +15,7 @@ only then:
 That last part defends against a solution cell that redefines or monkeypatches a checker; it
 does not defend against code that patches NumPy, PyTorch or Python itself (see the README).
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,7 +27,7 @@ import sys
 __all__ = ["GRADING_MODES", "NotPassed", "grading", "when_grading", "graded_call", "install"]
 
 GRADING_MODES = ("autograde", "validate")
-_ORIGINALS: dict[str, list] = {}            # check_* name -> the functions lmcore defines
+_ORIGINALS: dict[str, list] = {}  # check_* name -> the functions lmcore defines
 _ATTRS: dict[tuple[str, str], object] = {}  # (module, name) -> function/class first seen there
 _installed = False
 
@@ -52,6 +53,7 @@ def when_grading(fn):
         if not ok:
             raise NotPassed(f"{args[0] if args else fn.__name__}: not passed (see the line above)")
         return ok
+
     return graded
 
 
@@ -64,8 +66,9 @@ def _record_and_restore() -> None:
             if key in _ATTRS:
                 if obj is not _ATTRS[key]:
                     setattr(mod, name, _ATTRS[key])
-            elif (inspect.isfunction(obj) or inspect.isclass(obj)) and \
-                    getattr(obj, "__module__", "").startswith("lmcore"):
+            elif (inspect.isfunction(obj) or inspect.isclass(obj)) and getattr(
+                obj, "__module__", ""
+            ).startswith("lmcore"):
                 _ATTRS[key] = obj
                 if name.startswith("check_") and obj.__module__ == modname:
                     _ORIGINALS.setdefault(name, []).append(obj)
@@ -92,14 +95,22 @@ class _GradeCheckCalls(ast.NodeTransformer):
     def visit_Module(self, node):
         _record_and_restore()
         for stmt in node.body:
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _check_name(stmt.value.func):
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and _check_name(stmt.value.func)
+            ):
                 call = stmt.value
-                module = ast.Call(ast.Name("__import__", ast.Load()),
-                                  [ast.Constant(__name__)],
-                                  [ast.keyword("fromlist", ast.List([ast.Constant("graded_call")], ast.Load()))])
-                stmt.value = ast.Call(ast.Attribute(module, "graded_call", ast.Load()),
-                                      [ast.Constant(_check_name(call.func)), call.func, *call.args],
-                                      call.keywords)
+                module = ast.Call(
+                    ast.Name("__import__", ast.Load()),
+                    [ast.Constant(__name__)],
+                    [ast.keyword("fromlist", ast.List([ast.Constant("graded_call")], ast.Load()))],
+                )
+                stmt.value = ast.Call(
+                    ast.Attribute(module, "graded_call", ast.Load()),
+                    [ast.Constant(_check_name(call.func)), call.func, *call.args],
+                    call.keywords,
+                )
         return ast.fix_missing_locations(node)
 
 

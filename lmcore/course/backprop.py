@@ -4,6 +4,7 @@ For hidden states ``H`` (n, D), an output matrix ``W`` (V, D) (the layout of ``n
 lmcore's tied ``lm_head``), logits ``Z = H W^T`` and the mean NLL over the n targets:
 ``dZ = (P - Y) / n``, ``dW = (P - Y)^T H / n`` (V, D) and ``dH = (P - Y) W / n`` (n, D).
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,14 +17,18 @@ __all__ = ["head_grads", "head_grads_autograd", "check_head_grads"]
 
 
 def _inputs(H, W, y):
-    for name, t, ndim, shape, kind in (("H", H, 3, "(N, T, D)", require_float),
-                                       ("W", W, 2, "(V, D)", require_float),
-                                       ("y", y, 2, "(N, T)", require_int)):
+    for name, t, ndim, shape, kind in (
+        ("H", H, 3, "(N, T, D)", require_float),
+        ("W", W, 2, "(V, D)", require_float),
+        ("y", y, 2, "(N, T)", require_int),
+    ):
         require_tensor(name, t, ndim, shape)
         kind(name, t)
     if H.shape[-1] != W.shape[1] or H.shape[:2] != y.shape:
-        raise ValueError(f"H (N, T, D), W (V, D) and y (N, T) must agree; got H {tuple(H.shape)}, "
-                         f"W {tuple(W.shape)}, y {tuple(y.shape)}.")
+        raise ValueError(
+            f"H (N, T, D), W (V, D) and y (N, T) must agree; got H {tuple(H.shape)}, "
+            f"W {tuple(W.shape)}, y {tuple(y.shape)}."
+        )
 
 
 def head_grads(H: torch.Tensor, W: torch.Tensor, y: torch.Tensor):
@@ -33,8 +38,8 @@ def head_grads(H: torch.Tensor, W: torch.Tensor, y: torch.Tensor):
     N, T, D = H.shape
     n = N * T
     h = H.reshape(n, D)
-    P = torch.softmax(h @ W.T, dim=-1)                                  # (n, V)
-    Y = F.one_hot(y.reshape(n), W.shape[0]).to(P.dtype)                 # (n, V)
+    P = torch.softmax(h @ W.T, dim=-1)  # (n, V)
+    Y = F.one_hot(y.reshape(n), W.shape[0]).to(P.dtype)  # (n, V)
     dZ = (P - Y) / n
     return dZ.T @ h, (dZ @ W).reshape(N, T, D)
 
@@ -64,11 +69,19 @@ def _cases(seed: int = 7) -> list[Case]:
 def check_head_grads(fn, quiet: bool = False) -> bool:
     """Grade ``fn(H (N, T, D), W (V, D), y (N, T)) -> (dW (V, D), dH (N, T, D))`` against
     autograd. Autograd is switched off while ``fn`` runs: the gradients must be worked out."""
+
     def by_hand(*args):
         with torch.no_grad():
             return fn(*args)
 
-    return check("head gradients", by_hand, head_grads_autograd, _cases(), quiet=quiet,
-                 atol=1e-9, rtol=1e-7,
-                 hint="flatten to n = N*T rows; dZ = (softmax(H W^T) - onehot(y)) / n; then "
-                      "dW = dZ^T H has W's shape (V, D) and dH = dZ W has H's shape.")
+    return check(
+        "head gradients",
+        by_hand,
+        head_grads_autograd,
+        _cases(),
+        quiet=quiet,
+        atol=1e-9,
+        rtol=1e-7,
+        hint="flatten to n = N*T rows; dZ = (softmax(H W^T) - onehot(y)) / n; then "
+        "dW = dZ^T H has W's shape (V, D) and dH = dZ W has H's shape.",
+    )

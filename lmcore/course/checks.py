@@ -5,11 +5,13 @@ A notebook's check cell looks like ``check_softmax(my_softmax)``; each exercise 
 its cases and calls :func:`check`. A stub that raises ``NotImplementedError`` reads as "not
 attempted yet", never as a failure, so "Run All" on the student edition reaches the end.
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +24,7 @@ PASS, FAIL, TODO = "✓ pass", "✗ fail", "… not attempted yet"
 @dataclass
 class Case:
     """One input: positional ``args``, optional ``kwargs`` and a short ``label`` for messages."""
+
     args: tuple
     kwargs: dict = field(default_factory=dict)
     label: str = ""
@@ -35,7 +38,9 @@ class Case:
 
 def _short(x, limit: int = 70) -> str:
     if isinstance(x, torch.Tensor):
-        text = f"tensor{tuple(x.shape)} {x.flatten()[:6].tolist()}" if x.numel() > 6 else f"tensor({x.tolist()})"
+        text = (
+            f"tensor{tuple(x.shape)} {x.flatten()[:6].tolist()}" if x.numel() > 6 else f"tensor({x.tolist()})"
+        )
     elif isinstance(x, np.ndarray):
         text = f"array({(np.round(x, 4) if x.dtype.kind == 'f' else x).tolist()})"
     elif isinstance(x, float):
@@ -47,7 +52,9 @@ def _short(x, limit: int = 70) -> str:
 
 def _as_array(x):
     if isinstance(x, torch.Tensor):
-        return x.detach().cpu().to(torch.float64).numpy() if x.is_floating_point() else x.detach().cpu().numpy()
+        return (
+            x.detach().cpu().to(torch.float64).numpy() if x.is_floating_point() else x.detach().cpu().numpy()
+        )
     return np.asarray(x)
 
 
@@ -92,9 +99,10 @@ def compare(expected, got, *, atol: float = 1e-6, rtol: float = 1e-5) -> str | N
 
 
 _KINDS = {"b": "bool", "i": "integer", "u": "integer", "f": "floating-point", "c": "complex"}
-_WHY_KIND = {"bool": "a mask must be bool: a float 0/1 mask is *added* to attention scores, not "
-                     "used to select", "integer": "ids and labels must be integers (int64): "
-                     "cross_entropy and embeddings need integer indices"}
+_WHY_KIND = {
+    "bool": "a mask must be bool: a float 0/1 mask is *added* to attention scores, not used to select",
+    "integer": "ids and labels must be integers (int64): cross_entropy and embeddings need integer indices",
+}
 
 
 def _kind_mismatch(expected, e, got, g) -> str | None:
@@ -106,25 +114,36 @@ def _kind_mismatch(expected, e, got, g) -> str | None:
     if want == have or want is None:
         return None
     dtype = got.dtype if isinstance(got, (torch.Tensor, np.ndarray)) else type(got).__name__
-    return (f"expected a {want} result, got dtype {dtype}"
-            + (f" ({_WHY_KIND[want]})" if want in _WHY_KIND else ""))
+    return f"expected a {want} result, got dtype {dtype}" + (
+        f" ({_WHY_KIND[want]})" if want in _WHY_KIND else ""
+    )
 
 
 def _is_numeric_seq(x) -> bool:
     return all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in x)
 
 
-def check(name: str, fn: Callable, reference: Callable, cases: Iterable, *, hint: str = "",
-          atol: float = 1e-6, rtol: float = 1e-5, no_mutation: bool = True,
-          quiet: bool = False) -> bool:
+def check(
+    name: str,
+    fn: Callable,
+    reference: Callable,
+    cases: Iterable,
+    *,
+    hint: str = "",
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    no_mutation: bool = True,
+    quiet: bool = False,
+) -> bool:
     """Grade ``fn`` against ``reference`` on ``cases`` (``Case`` objects or tuples of args).
 
     Prints one line (pass; or the first case that differed, what differed, and ``hint``; or
     "not attempted yet") and returns True only if every case matches. With ``no_mutation``, a
     function that modifies its inputs fails too.
     """
-    cases = [c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,))
-             for c in cases]
+    cases = [
+        c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
+    ]
     say = (lambda msg: None) if quiet else print
     hint_text = f" Hint: {hint}" if hint else ""
     for case in cases:
@@ -136,8 +155,10 @@ def check(name: str, fn: Callable, reference: Callable, cases: Iterable, *, hint
             say(f"{TODO} {name}: replace the `raise NotImplementedError` with your code, then re-run.")
             return False
         except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
-            say(f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(exc).__name__}: {exc}.{hint_text}")
+            say(
+                f"{FAIL} {name}: on input {case.describe()} your function raised "
+                f"{type(exc).__name__}: {exc}.{hint_text}"
+            )
             return False
         why = compare(expected, got, atol=atol, rtol=rtol)
         if why is None and no_mutation:
@@ -150,8 +171,9 @@ def check(name: str, fn: Callable, reference: Callable, cases: Iterable, *, hint
     return True
 
 
-def check_choices(name: str, answers_fn: Callable[[], dict], expected: dict[Any, Any],
-                  hints: dict[Any, str] | None = None) -> bool:
+def check_choices(
+    name: str, answers_fn: Callable[[], dict], expected: dict[Any, Any], hints: dict[Any, str] | None = None
+) -> bool:
     """Grade a dict of named answers (e.g. which bug each mystery pipeline has)."""
     try:
         answers = answers_fn()
@@ -165,8 +187,10 @@ def check_choices(name: str, answers_fn: Callable[[], dict], expected: dict[Any,
     if wrong:
         k = wrong[0]
         hint = (hints or {}).get(k, "")
-        print(f"{FAIL} {name}: {len(expected) - len(wrong)}/{len(expected)} right; {k!r} is not "
-              f"{answers.get(k)!r}.{' Hint: ' + hint if hint else ''}")
+        print(
+            f"{FAIL} {name}: {len(expected) - len(wrong)}/{len(expected)} right; {k!r} is not "
+            f"{answers.get(k)!r}.{' Hint: ' + hint if hint else ''}"
+        )
         return False
     print(f"{PASS} {name}: all {len(expected)} answers right.")
     return True

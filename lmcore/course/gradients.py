@@ -4,16 +4,22 @@ and the widget are in :mod:`lmcore.course.gradients_views`.
 ``gradient_state`` is what the widget shows (the loss along one logit, the current point, its
 slope and the gradient); ``gradient_explorer`` only wires controls to it.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .._validate import require_int_scalar
 from .. import handcalc
+from .._validate import require_int_scalar
 from .checks import FAIL, Case, check, random_logit_cases
 
-__all__ = ["numerical_grad", "gradient_state", "check_ce_grad", "check_finite_difference",
-           "check_descent_step"]
+__all__ = [
+    "numerical_grad",
+    "gradient_state",
+    "check_ce_grad",
+    "check_finite_difference",
+    "check_descent_step",
+]
 
 
 def numerical_grad(f, z, eps: float = 1e-5) -> np.ndarray:
@@ -36,8 +42,15 @@ def numerical_grad(f, z, eps: float = 1e-5) -> np.ndarray:
     return g
 
 
-def gradient_state(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, value=None,
-                   lo: float = -10.0, hi: float = 10.0, n: int = 201) -> dict:
+def gradient_state(
+    logits=(2.0, 1.0, 0.0),
+    target: int = 1,
+    index: int = 1,
+    value=None,
+    lo: float = -10.0,
+    hi: float = 10.0,
+    n: int = 201,
+) -> dict:
     """What the gradient widget shows when logit ``index`` is set to ``value`` (default: as is)
     and the other logits stay put: the loss along that logit over [lo, hi] (``xs``, ``losses``),
     the current ``z``, ``loss`` and ``grad`` = softmax(z) - onehot(target), the ``slope`` of the
@@ -52,27 +65,46 @@ def gradient_state(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, valu
     losses = np.array([handcalc.nll(row, target) for row in moved])
     loss, grad = handcalc.nll(z, target), handcalc.ce_grad(z, target)
     slope = float(grad[index])
-    return {"z": z, "index": int(index), "target": int(target), "xs": xs, "losses": losses,
-            "loss": loss, "grad": grad, "slope": slope, "tangent": loss + slope * (xs - z[index])}
+    return {
+        "z": z,
+        "index": int(index),
+        "target": int(target),
+        "xs": xs,
+        "losses": losses,
+        "loss": loss,
+        "grad": grad,
+        "slope": slope,
+        "tangent": loss + slope * (xs - z[index]),
+    }
 
 
 # ---------------------------------------------------------------- exercise checkers
 
+
 def _logit_cases(seed: int) -> list[Case]:
-    cases = [Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
-             Case((np.array([1000.0, 999.0, 998.0]), 2), label="z=[1000, 999, 998], y=2"),
-             Case((np.array([-1000.0, 0.0, 1000.0]), 0), label="z=[-1000, 0, 1000], y=0"),
-             Case((np.array([0.0, 8.0, 0.0]), 1), label="z=[0, 8, 0], y=1 (confident, right)"),
-             Case((np.array([0.0, 0.0, 0.0, 0.0]), 2), label="z=[0, 0, 0, 0], y=2")]
+    cases = [
+        Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
+        Case((np.array([1000.0, 999.0, 998.0]), 2), label="z=[1000, 999, 998], y=2"),
+        Case((np.array([-1000.0, 0.0, 1000.0]), 0), label="z=[-1000, 0, 1000], y=0"),
+        Case((np.array([0.0, 8.0, 0.0]), 1), label="z=[0, 8, 0], y=1 (confident, right)"),
+        Case((np.array([0.0, 0.0, 0.0, 0.0]), 2), label="z=[0, 0, 0, 0], y=2"),
+    ]
     return cases + random_logit_cases(seed)
 
 
 def check_ce_grad(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z, y) -> d nll / d z`` against ``lmcore.handcalc.ce_grad``."""
-    return check("ce_grad", fn, handcalc.ce_grad, _logit_cases(seed=2),
-                 hint="the gradient is softmax(z) (stable: subtract max(z)) minus 1 at index y; "
-                      "only the target's entry is negative and the entries sum to 0.",
-                 atol=1e-9, rtol=1e-6, quiet=quiet)
+    return check(
+        "ce_grad",
+        fn,
+        handcalc.ce_grad,
+        _logit_cases(seed=2),
+        hint="the gradient is softmax(z) (stable: subtract max(z)) minus 1 at index y; "
+        "only the target's entry is negative and the entries sum to 0.",
+        atol=1e-9,
+        rtol=1e-6,
+        quiet=quiet,
+    )
 
 
 # name -> (function of the logits, its exact gradient)
@@ -80,8 +112,7 @@ _FUNCTIONS = {
     "nll(z, y=1)": (lambda z: handcalc.nll(z, 1), lambda z: handcalc.ce_grad(z, 1)),
     "logsumexp(z)": (handcalc.logsumexp, handcalc.softmax),
     "sum(sin(z))": (lambda z: float(np.sin(z).sum()), np.cos),
-    "500 * sum((z - 1)**2)": (lambda z: float(500.0 * ((z - 1.0) ** 2).sum()),
-                              lambda z: 1000.0 * (z - 1.0)),
+    "500 * sum((z - 1)**2)": (lambda z: float(500.0 * ((z - 1.0) ** 2).sum()), lambda z: 1000.0 * (z - 1.0)),
 }
 
 
@@ -90,17 +121,20 @@ def check_finite_difference(fn, *, quiet: bool = False) -> bool:
 
     Central differences with eps ~ 1e-5 pass; forward differences or a large eps do not."""
     rng = np.random.default_rng(3)
-    cases = [Case(("nll(z, y=1)", np.array([2.0, 1.0, 0.0])), label="f = nll(z, y=1), z=[2, 1, 0]"),
-             Case(("nll(z, y=1)", np.array([1000.0, 999.0, 998.0])),
-                  label="f = nll(z, y=1), z=[1000, 999, 998]")]
+    cases = [
+        Case(("nll(z, y=1)", np.array([2.0, 1.0, 0.0])), label="f = nll(z, y=1), z=[2, 1, 0]"),
+        Case(("nll(z, y=1)", np.array([1000.0, 999.0, 998.0])), label="f = nll(z, y=1), z=[1000, 999, 998]"),
+    ]
     for name in _FUNCTIONS:
         for _ in range(2):
             z = 1.0 + rng.normal(0.0, 0.02 if name.startswith("500") else 2.0, size=int(rng.integers(2, 6)))
             cases.append(Case((name, z), label=f"f = {name}, z={np.round(z, 3).tolist()}"))
     name, atol, rtol = "finite-difference gradient", 1e-6, 1e-6
-    hint = ("use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps) with eps around "
-            "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
-            "eps * curvature, and an eps below ~1e-8 drowns in rounding error.")
+    hint = (
+        "use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps) with eps around "
+        "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
+        "eps * curvature, and an eps below ~1e-8 drowns in rounding error."
+    )
     learner = lambda key, z: fn(_FUNCTIONS[key][0], z)  # noqa: E731
     exact = lambda key, z: _FUNCTIONS[key][1](z)  # noqa: E731
     if not quiet:  # an estimate that is close but not close enough: say by how much
@@ -110,10 +144,15 @@ def check_finite_difference(fn, *, quiet: bool = False) -> bool:
             except Exception:  # noqa: BLE001 - check() below reports stubs and errors
                 break
             want = exact(*case.args)
-            if got.shape == want.shape and np.all(np.isfinite(got)) and not np.allclose(
-                    got, want, atol=atol, rtol=rtol):
-                print(f"{FAIL} {name}: on input {case.describe()}: your estimate is off by up to "
-                      f"{np.abs(got - want).max():.1e} (allowed about {atol:.0e}). Hint: {hint}")
+            if (
+                got.shape == want.shape
+                and np.all(np.isfinite(got))
+                and not np.allclose(got, want, atol=atol, rtol=rtol)
+            ):
+                print(
+                    f"{FAIL} {name}: on input {case.describe()}: your estimate is off by up to "
+                    f"{np.abs(got - want).max():.1e} (allowed about {atol:.0e}). Hint: {hint}"
+                )
                 return False
     return check(name, learner, exact, cases, hint=hint, atol=atol, rtol=rtol, quiet=quiet)
 
@@ -124,9 +163,18 @@ def _descent_reference(z, y, lr):
 
 def check_descent_step(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z, y, lr) -> new logits`` (one gradient-descent step on the NLL)."""
-    cases = [Case((c.args[0], c.args[1], lr), label=f"{c.describe()}, lr={lr}")
-             for c, lr in zip(_logit_cases(seed=4), [1.0, 0.5, 0.1, 2.0] * 4)]
-    return check("descent step", fn, _descent_reference, cases,
-                 hint="new z = z - lr * (softmax(z) - onehot(y)): step against the gradient, and "
-                      "return a new array instead of changing z in place.",
-                 atol=1e-9, rtol=1e-7, quiet=quiet)
+    cases = [
+        Case((c.args[0], c.args[1], lr), label=f"{c.describe()}, lr={lr}")
+        for c, lr in zip(_logit_cases(seed=4), [1.0, 0.5, 0.1, 2.0] * 4)
+    ]
+    return check(
+        "descent step",
+        fn,
+        _descent_reference,
+        cases,
+        hint="new z = z - lr * (softmax(z) - onehot(y)): step against the gradient, and "
+        "return a new array instead of changing z in place.",
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+    )

@@ -1,6 +1,7 @@
 """Notebook 02 (gradients), the pictures: the loss along one logit with its tangent next to the
 gradient bars, and the explorer widget that redraws them live. The numbers come from
 :func:`lmcore.course.gradients.gradient_state`."""
+
 from __future__ import annotations
 
 from .gradients import gradient_state
@@ -10,8 +11,7 @@ from .widgets import live_figure
 __all__ = ["plot_gradient_state", "gradient_explorer"]
 
 
-def plot_gradient_state(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, value=None,
-                        tokens=None):
+def plot_gradient_state(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, value=None, tokens=None):
     """Left: the loss as logit ``index`` moves, the current point and its tangent. Right: the
     gradient bars (the target's is the only negative one)."""
     s = gradient_state(logits, target, index, value)
@@ -43,11 +43,9 @@ def gradient_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, t
 
     base = [float(v) for v in logits]
     names = list(tokens) if tokens is not None else [f"tok {i}" for i in range(len(base))]
-    which = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=index,
-                             description="move")
+    which = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=index, description="move")
     value = widgets.FloatSlider(value=base[index], min=-8.0, max=8.0, step=0.1, description="value")
-    pick = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=target,
-                            description="target")
+    pick = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=target, description="target")
     # choosing another logit starts the slider at that logit's own value
     which.observe(lambda change: setattr(value, "value", base[change["new"]]), names="value")
 

@@ -7,29 +7,75 @@ A policy is one of :data:`POLICIES`. :func:`pack_with_policy` builds its tensors
 :func:`measure_packing_leak` measures how far document B's logits move when document A changes;
 the notebook's widget only wires a dropdown to them and to the figure.
 """
+
 from __future__ import annotations
 
 import torch
 
 from ..model import GPT
-from ..shift import (IGNORE_INDEX, document_causal_mask, labels_from_attention_mask,
-                     mask_cross_document_targets, pack_documents)
+from ..shift import (
+    IGNORE_INDEX,
+    document_causal_mask,
+    labels_from_attention_mask,
+    mask_cross_document_targets,
+    pack_documents,
+)
 from .checks import Case, check
 from .toys import BOS, EOS, PAD, WordTokenizer, toy_gpt
 
-__all__ = ["TOKENIZER", "VOCAB", "PAD", "EOS", "BOS", "USER", "ASSISTANT", "DOCS", "POLICIES",
-           "encode", "decode", "pack_with_policy", "pack_with_bos", "leak_model",
-           "measure_packing_leak", "rotary_leak", "policy_leaks",
-           "check_mask_cross_document_targets", "check_document_causal_mask"]
+__all__ = [
+    "TOKENIZER",
+    "VOCAB",
+    "PAD",
+    "EOS",
+    "BOS",
+    "USER",
+    "ASSISTANT",
+    "DOCS",
+    "POLICIES",
+    "encode",
+    "decode",
+    "pack_with_policy",
+    "pack_with_bos",
+    "leak_model",
+    "measure_packing_leak",
+    "rotary_leak",
+    "policy_leaks",
+    "check_mask_cross_document_targets",
+    "check_document_causal_mask",
+]
 
-TOKENIZER = WordTokenizer(["<user>", "<assistant>", "+", "=", ".", *"0123456789", "the", "cat", "sat",
-                           "on", "mat", "dogs", "run", "fast", "a", "bird", "sings"], bos=True)
-VOCAB = TOKENIZER.VOCAB                 # PAD 0, EOS 1, BOS 2 (the toys' convention), then the words
+TOKENIZER = WordTokenizer(
+    [
+        "<user>",
+        "<assistant>",
+        "+",
+        "=",
+        ".",
+        *"0123456789",
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "mat",
+        "dogs",
+        "run",
+        "fast",
+        "a",
+        "bird",
+        "sings",
+    ],
+    bos=True,
+)
+VOCAB = TOKENIZER.VOCAB  # PAD 0, EOS 1, BOS 2 (the toys' convention), then the words
 USER, ASSISTANT = TOKENIZER.stoi["<user>"], TOKENIZER.stoi["<assistant>"]
 DOCS = ["the cat sat", "dogs run fast", "a bird sings"]
-POLICIES = {"no_eos": "no EOS", "eos": "EOS between documents",
-            "eos_masked": "EOS + boundary targets masked",
-            "block_diagonal": "+ block-diagonal attention, positions reset"}
+POLICIES = {
+    "no_eos": "no EOS",
+    "eos": "EOS between documents",
+    "eos_masked": "EOS + boundary targets masked",
+    "block_diagonal": "+ block-diagonal attention, positions reset",
+}
 
 
 def encode(text: str) -> list[int]:
@@ -72,22 +118,36 @@ def pack_with_policy(documents=None, block_size: int = 14, policy: str = "block_
     # Which labels mask_cross_document_targets would drop (padding starts are not documents).
     dropped = mask_cross_document_targets(input_ids, document_ids) == IGNORE_INDEX
     crossing = dropped & (document_ids >= 0)
-    return {"input_ids": input_ids, "labels": labels, "document_ids": document_ids,
-            "position_ids": positions, "attention": attention, "crossing": crossing}
+    return {
+        "input_ids": input_ids,
+        "labels": labels,
+        "document_ids": document_ids,
+        "position_ids": positions,
+        "attention": attention,
+        "crossing": crossing,
+    }
 
 
 def leak_model(seed: int = 0) -> GPT:
     """A seeded 2-layer GPT (:func:`lmcore.course.toys.toy_gpt`) in float64, eval mode: a leak
     of 0 reads about 1e-16, far below the 3 decimals the notebook prints (checked under
     ATEN_CPU_CAPABILITY=default and avx2)."""
-    return toy_gpt(len(VOCAB), block_size=32, n_layer=2, n_embd=32, init_std=0.2,
-                   dtype=torch.float64, seed=seed)
+    return toy_gpt(
+        len(VOCAB), block_size=32, n_layer=2, n_embd=32, init_std=0.2, dtype=torch.float64, seed=seed
+    )
 
 
 @torch.no_grad()
-def measure_packing_leak(model=None, *, eos: bool = True, block_diagonal: bool = False,
-                 reset_positions: bool = False, a: str = "the cat sat on the mat",
-                 a_changed: str = "a bird sings", b: str = "dogs run fast") -> float:
+def measure_packing_leak(
+    model=None,
+    *,
+    eos: bool = True,
+    block_diagonal: bool = False,
+    reset_positions: bool = False,
+    a: str = "the cat sat on the mat",
+    a_changed: str = "a bird sings",
+    b: str = "dogs run fast",
+) -> float:
     """max |Δ logits| over document B's positions when document A (packed before B in the same
     row) is replaced by a different, shorter document. 0 means B cannot tell what preceded it."""
     if not eos and (block_diagonal or reset_positions):
@@ -96,9 +156,12 @@ def measure_packing_leak(model=None, *, eos: bool = True, block_diagonal: bool =
     out = []
     for first in (a, a_changed):
         p = pack_with_policy([first, b], 16, "block_diagonal" if eos else "no_eos")
-        logits = model(p["input_ids"], document_ids=p["document_ids"] if block_diagonal else None,
-                       position_ids=p["position_ids"] if reset_positions else None)
-        out.append(logits[p["document_ids"] == 1])                    # (tokens of B, V)
+        logits = model(
+            p["input_ids"],
+            document_ids=p["document_ids"] if block_diagonal else None,
+            position_ids=p["position_ids"] if reset_positions else None,
+        )
+        out.append(logits[p["document_ids"] == 1])  # (tokens of B, V)
     return float((out[0] - out[1]).abs().max())
 
 
@@ -111,23 +174,35 @@ def _rotate(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def rotary_leak(*, block_diagonal: bool, a: str = "the cat sat on the mat",
-                a_changed: str = "a bird sings", b: str = "dogs run fast", seed: int = 0) -> float:
+def rotary_leak(
+    *,
+    block_diagonal: bool,
+    a: str = "the cat sat on the mat",
+    a_changed: str = "a bird sings",
+    b: str = "dogs run fast",
+    seed: int = 0,
+) -> float:
     """The leak of :func:`measure_packing_leak` for one seeded float64 attention layer with rotary
     positions at the row's absolute indices (never reset): queries and keys are rotated by their
     position, so a score depends only on the distance between query and key."""
     g = torch.Generator().manual_seed(seed)
     D = 16
-    E, Wq, Wk, Wv = (torch.randn(*shape, generator=g, dtype=torch.float64)
-                     for shape in ((len(VOCAB), D), (D, D), (D, D), (D, D)))
+    E, Wq, Wk, Wv = (
+        torch.randn(*shape, generator=g, dtype=torch.float64)
+        for shape in ((len(VOCAB), D), (D, D), (D, D), (D, D))
+    )
     out = []
     for first in (a, a_changed):
         p = pack_with_policy([first, b], 16, "block_diagonal")
         x, doc = E[p["input_ids"][0]], p["document_ids"]
         pos = torch.arange(x.shape[0])
         q, k = _rotate(x @ Wq, pos), _rotate(x @ Wk, pos)
-        allowed = document_causal_mask(doc)[0] if block_diagonal else torch.ones(len(pos), len(pos), dtype=torch.bool).tril()
-        att = (q @ k.T / D ** 0.5).masked_fill(~allowed, float("-inf")).softmax(-1)
+        allowed = (
+            document_causal_mask(doc)[0]
+            if block_diagonal
+            else torch.ones(len(pos), len(pos), dtype=torch.bool).tril()
+        )
+        att = (q @ k.T / D**0.5).masked_fill(~allowed, float("-inf")).softmax(-1)
         out.append((att @ (x @ Wv))[doc[0] == 1])
     return float((out[0] - out[1]).abs().max())
 
@@ -136,10 +211,14 @@ def policy_leaks(model=None) -> dict:
     """The leak under each policy, plus the two halves of the last one on their own."""
     model = model if model is not None else leak_model()
     eos = measure_packing_leak(model)
-    return {"no_eos": measure_packing_leak(model, eos=False), "eos": eos, "eos_masked": eos,
-            "block_diagonal": measure_packing_leak(model, block_diagonal=True, reset_positions=True),
-            "positions_reset_only": measure_packing_leak(model, reset_positions=True),
-            "block_diagonal_only": measure_packing_leak(model, block_diagonal=True)}
+    return {
+        "no_eos": measure_packing_leak(model, eos=False),
+        "eos": eos,
+        "eos_masked": eos,
+        "block_diagonal": measure_packing_leak(model, block_diagonal=True, reset_positions=True),
+        "positions_reset_only": measure_packing_leak(model, reset_positions=True),
+        "block_diagonal_only": measure_packing_leak(model, block_diagonal=True),
+    }
 
 
 def pack_with_bos(documents=None, block_size: int = 14):
@@ -151,6 +230,7 @@ def pack_with_bos(documents=None, block_size: int = 14):
 
 # ---------------------------------------------------------------- exercise checkers
 
+
 def _doc_cases(seed: int = 0, n: int = 4):
     g, out = torch.Generator().manual_seed(seed), []
     for k in range(n):
@@ -158,7 +238,7 @@ def _doc_cases(seed: int = 0, n: int = 4):
         starts = torch.rand(N, L, generator=g) < 0.3
         starts[:, 0] = False
         doc = starts.long().cumsum(1)
-        doc[:, L - int(torch.randint(0, 3, (1,), generator=g)):] = -1
+        doc[:, L - int(torch.randint(0, 3, (1,), generator=g)) :] = -1
         out.append(doc)
     return out
 
@@ -169,15 +249,24 @@ def check_mask_cross_document_targets(fn) -> bool:
     for k, doc in enumerate(_doc_cases(1)):
         labels = torch.randint(0, 20, doc.shape, generator=torch.Generator().manual_seed(k))
         cases.append(Case((torch.where(doc >= 0, labels, IGNORE_INDEX), doc), label=f"random {k}"))
-    return check("mask_cross_document_targets", fn, mask_cross_document_targets, cases, hint=
-                 "a new document starts at t when document_ids[:, t] != document_ids[:, t-1]; "
-                 "the label AT t (EOS -> b_first) becomes -100; a_last -> EOS stays.")
+    return check(
+        "mask_cross_document_targets",
+        fn,
+        mask_cross_document_targets,
+        cases,
+        hint="a new document starts at t when document_ids[:, t] != document_ids[:, t-1]; "
+        "the label AT t (EOS -> b_first) becomes -100; a_last -> EOS stays.",
+    )
 
 
 def check_document_causal_mask(fn) -> bool:
     cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(2))]
-    return check("document_causal_mask", fn, document_causal_mask, cases, hint=
-                 "combine two bool conditions: j <= i (torch.tril) AND same document "
-                 "(document_ids[:, :, None] == document_ids[:, None, :]).")
-
+    return check(
+        "document_causal_mask",
+        fn,
+        document_causal_mask,
+        cases,
+        hint="combine two bool conditions: j <= i (torch.tril) AND same document "
+        "(document_ids[:, :, None] == document_ids[:, None, :]).",
+    )

@@ -6,6 +6,7 @@ A conversation is a row of :data:`lmcore.course.packing.VOCAB` words:
 (its words and the EOS that ends it) is scored; every user turn and every template token
 (``<user>``, ``<assistant>``) gets -100, and so does padding.
 """
+
 from __future__ import annotations
 
 import torch
@@ -14,8 +15,16 @@ from ..shift import IGNORE_INDEX
 from .checks import Case, check
 from .packing import ASSISTANT, PAD, USER, VOCAB, encode
 
-__all__ = ["EXAMPLE_CHAT", "chat_labels", "chat_batch", "example_chat_logits", "multi_turn_labels",
-           "conversation_batch", "check_chat_labels", "check_multi_turn_labels"]
+__all__ = [
+    "EXAMPLE_CHAT",
+    "chat_labels",
+    "chat_batch",
+    "example_chat_logits",
+    "multi_turn_labels",
+    "conversation_batch",
+    "check_chat_labels",
+    "check_multi_turn_labels",
+]
 
 EXAMPLE_CHAT = "<user> 2 + 3 = <assistant> 5 . EOS"
 
@@ -30,21 +39,23 @@ def chat_labels(input_ids: torch.Tensor, assistant_id: int = ASSISTANT, pad_id: 
     return torch.where(prompt | (input_ids == pad_id), IGNORE_INDEX, input_ids)
 
 
-def multi_turn_labels(input_ids: torch.Tensor, user_id: int = USER, assistant_id: int = ASSISTANT,
-                      pad_id: int = PAD) -> torch.Tensor:
+def multi_turn_labels(
+    input_ids: torch.Tensor, user_id: int = USER, assistant_id: int = ASSISTANT, pad_id: int = PAD
+) -> torch.Tensor:
     """labels (N, L): a token keeps its id only inside an assistant turn (after an
     ``assistant_id`` and before the next ``user_id``), the turn's closing EOS included; the
     role tokens themselves, every user turn and padding get -100."""
     is_role = (input_ids == user_id) | (input_ids == assistant_id)
     where = torch.arange(input_ids.shape[1]).expand_as(input_ids)
-    last_role = torch.where(is_role, where, -1).cummax(dim=1).values          # (N, L), -1: none yet
+    last_role = torch.where(is_role, where, -1).cummax(dim=1).values  # (N, L), -1: none yet
     role = input_ids.gather(1, last_role.clamp(min=0))
     scored = (last_role >= 0) & (role == assistant_id) & ~is_role & (input_ids != pad_id)
     return torch.where(scored, input_ids, IGNORE_INDEX)
 
 
-def chat_batch(texts=(EXAMPLE_CHAT, "<user> 7 + 1 = <assistant> 8 . EOS",
-                      "<user> 1 2 + 3 4 = <assistant> 4 6 . EOS")) -> torch.Tensor:
+def chat_batch(
+    texts=(EXAMPLE_CHAT, "<user> 7 + 1 = <assistant> 8 . EOS", "<user> 1 2 + 3 4 = <assistant> 4 6 . EOS"),
+) -> torch.Tensor:
     """input_ids (N, L) of chat rows, right-padded with PAD."""
     rows = [encode(t) for t in texts]
     L = max(map(len, rows))
@@ -87,21 +98,39 @@ def conversation_batch(turns=(2, 3, 1), seed: int = 0) -> torch.Tensor:
 
 
 def check_chat_labels(fn) -> bool:
-    cases = [Case((chat_batch((EXAMPLE_CHAT,)),), label=EXAMPLE_CHAT),
-             Case((chat_batch(),), label="three chat rows, padded")]
+    cases = [
+        Case((chat_batch((EXAMPLE_CHAT,)),), label=EXAMPLE_CHAT),
+        Case((chat_batch(),), label="three chat rows, padded"),
+    ]
     g = torch.Generator().manual_seed(3)
     for k in range(3):
         cases.append(Case((chat_batch([_turn(g) for _ in range(3)]),), label=f"random chat rows {k}"))
-    return check("chat_labels", fn, chat_labels, cases, hint="-100 on every position up to and "
-                 "including <assistant>, and on PAD; keep the answer and its EOS.")
+    return check(
+        "chat_labels",
+        fn,
+        chat_labels,
+        cases,
+        hint="-100 on every position up to and "
+        "including <assistant>, and on PAD; keep the answer and its EOS.",
+    )
 
 
 def check_multi_turn_labels(fn) -> bool:
     """``fn(input_ids)`` with the default ids must equal :func:`multi_turn_labels`."""
-    cases = [Case((conversation_batch((2,)),), label="<user> 2 + 3 = <assistant> 5 . EOS <user> ..."),
-             Case((conversation_batch(),), label="three conversations of 2, 3 and 1 turns, padded")]
-    cases += [Case((conversation_batch((1, 4, 2, 3), seed=s),), label=f"random conversations {s}")
-              for s in (1, 2, 3)]
-    return check("multi_turn_labels", fn, multi_turn_labels, cases, hint="score a token only "
-                 "inside an assistant turn: after an <assistant> and before the next <user>, its "
-                 "EOS included; -100 on <user>, <assistant>, every user turn and PAD.")
+    cases = [
+        Case((conversation_batch((2,)),), label="<user> 2 + 3 = <assistant> 5 . EOS <user> ..."),
+        Case((conversation_batch(),), label="three conversations of 2, 3 and 1 turns, padded"),
+    ]
+    cases += [
+        Case((conversation_batch((1, 4, 2, 3), seed=s),), label=f"random conversations {s}")
+        for s in (1, 2, 3)
+    ]
+    return check(
+        "multi_turn_labels",
+        fn,
+        multi_turn_labels,
+        cases,
+        hint="score a token only "
+        "inside an assistant turn: after an <assistant> and before the next <user>, its "
+        "EOS included; -100 on <user>, <assistant>, every user turn and PAD.",
+    )

@@ -2,6 +2,7 @@
 (log_softmax, gather, mask, divide by the count), graded with ``F.cross_entropy`` and
 ``F.nll_loss`` switched off so that their ``ignore_index`` cannot do the masking.
 Re-exported by :mod:`lmcore.course.sequence`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,11 @@ def builtin_losses_off():
 
     def refuse(name):
         def refused(*args, **kwargs):
-            raise RuntimeError(f"F.{name} is switched off in this check: build the loss yourself "
-                               "from log_softmax, gather, the mask and a division by the count")
+            raise RuntimeError(
+                f"F.{name} is switched off in this check: build the loss yourself "
+                "from log_softmax, gather, the mask and a division by the count"
+            )
+
         return refused
 
     try:
@@ -47,8 +51,8 @@ def _random_cases(seed: int, with_ignored: bool):
         labels = torch.randint(V, (N, L), generator=g)
         if with_ignored:
             drop = torch.rand(N, L, generator=g) < 0.35
-            drop[0, -1] = True                          # at least one ignored target...
-            drop[0, 1] = False                          # ...and at least one valid one
+            drop[0, -1] = True  # at least one ignored target...
+            drop[0, 1] = False  # ...and at least one valid one
             labels[drop] = IGNORE_INDEX
         cases.append(Case((logits, labels), label=f"logits (N, L, V) = {(N, L, V)}"))
     return cases
@@ -56,21 +60,33 @@ def _random_cases(seed: int, with_ignored: bool):
 
 def check_shift(fn, quiet: bool = False) -> bool:
     """Grade ``fn(logits (N, L, V), labels (N, L)) -> (logits (N, L-1, V), labels (N, L-1))``."""
-    return check("shift_for_next_token", fn, shift_for_next_token,
-                 _random_cases(3, with_ignored=False), quiet=quiet,
-                 hint="position t predicts token t+1: drop the LAST logit and the FIRST label.")
+    return check(
+        "shift_for_next_token",
+        fn,
+        shift_for_next_token,
+        _random_cases(3, with_ignored=False),
+        quiet=quiet,
+        hint="position t predicts token t+1: drop the LAST logit and the FIRST label.",
+    )
 
 
 def check_causal_lm_loss(fn, quiet: bool = False) -> bool:
     """Grade ``fn(logits (N, L, V), labels (N, L) with -100s) -> scalar`` against lmcore's, with
     the built-in losses switched off while ``fn`` runs (:func:`builtin_losses_off`)."""
+
     def by_hand(logits, labels):
         with builtin_losses_off():
             return fn(logits, labels)
 
-    return check("causal_lm_loss", by_hand, lambda z, y: causal_lm_loss(z, y),
-                 _random_cases(4, with_ignored=True), quiet=quiet, atol=1e-5,
-                 hint="shift first (logits[:, :-1] vs labels[:, 1:]); log_softmax over V; gather "
-                      "each target's log-probability (replace -100 by any valid index first); "
-                      "zero the ignored targets with the mask; divide the sum by the number of "
-                      "valid targets, not by all positions.")
+    return check(
+        "causal_lm_loss",
+        by_hand,
+        lambda z, y: causal_lm_loss(z, y),
+        _random_cases(4, with_ignored=True),
+        quiet=quiet,
+        atol=1e-5,
+        hint="shift first (logits[:, :-1] vs labels[:, 1:]); log_softmax over V; gather "
+        "each target's log-probability (replace -100 by any valid index first); "
+        "zero the ignored targets with the mask; divide the sum by the number of "
+        "valid targets, not by all positions.",
+    )

@@ -1,5 +1,6 @@
 """Notebook 03 (from a sequence to one loss), the picture: the label shift, each input pointing
 at the token it is scored against."""
+
 from __future__ import annotations
 
 from .sequence import words
@@ -16,13 +17,20 @@ def plot_label_shift(tokens=None):
     box = dict(boxstyle="round,pad=0.3", ec="none")
     for t, tok in enumerate(tokens):
         inp = t < L - 1
-        ax.text(t, 1, tok, ha="center", va="center", color="white",
-                bbox={**box, "fc": COLORS["input"] if inp else COLORS["ignored"]})
+        ax.text(
+            t,
+            1,
+            tok,
+            ha="center",
+            va="center",
+            color="white",
+            bbox={**box, "fc": COLORS["input"] if inp else COLORS["ignored"]},
+        )
         if t >= 1:
-            ax.text(t, 0, tok, ha="center", va="center", color="white",
-                    bbox={**box, "fc": COLORS["target"]})
-            ax.annotate("", xy=(t - 0.15, 0.2), xytext=(t - 1, 0.8),
-                        arrowprops=dict(arrowstyle="->", color="0.3"))
+            ax.text(t, 0, tok, ha="center", va="center", color="white", bbox={**box, "fc": COLORS["target"]})
+            ax.annotate(
+                "", xy=(t - 0.15, 0.2), xytext=(t - 1, 0.8), arrowprops=dict(arrowstyle="->", color="0.3")
+            )
     ax.text(-0.9, 1, "input", ha="right", va="center")
     ax.text(-0.9, 0, "target", ha="right", va="center")
     ax.set_xlim(-2.2, L - 0.4)
@@ -31,5 +39,5 @@ def plot_label_shift(tokens=None):
     ax.set_title(f"{L} tokens give {L - 1} (input -> next token) pairs; the last input is unused")
     import matplotlib.pyplot as plt
 
-    plt.close(fig)      # shown once: the notebook displays the returned Figure
+    plt.close(fig)  # shown once: the notebook displays the returned Figure
     return fig

@@ -4,14 +4,15 @@ checkers. The pictures and the widget are in :mod:`lmcore.course.softmax_nll_vie
 Everything a widget shows is computed by a plain function here (``softmax_state``), so it can be
 tested and shown statically; the widget (``softmax_explorer``) only wires sliders to it.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._validate import require_real
 from .. import handcalc
+from .._validate import require_real
 from ..perplexity import nats_to_bits
 from .checks import Case, check, random_logit_cases
 
@@ -32,8 +33,12 @@ def softmax_state(logits, target: int, temperature: float = 1.0) -> dict:
     z = np.asarray(logits, dtype=np.float64) / float(temperature)
     probs = handcalc.softmax(z)
     loss = handcalc.nll(z, target)
-    return {"probs": probs, "p_target": float(probs[target]), "loss_nats": loss,
-            "loss_bits": nats_to_bits(loss)}
+    return {
+        "probs": probs,
+        "p_target": float(probs[target]),
+        "loss_nats": loss,
+        "loss_bits": nats_to_bits(loss),
+    }
 
 
 def double_softmax(logits, target: int) -> dict:
@@ -56,13 +61,16 @@ def double_softmax(logits, target: int) -> dict:
 
 # ---------------------------------------------------------------- exercise checkers
 
+
 def _softmax_cases(seed: int = 0) -> list[Case]:
-    cases = [Case((np.array([2.0, 1.0, 0.0]),), label="z=[2, 1, 0]"),
-             Case((np.array([1000.0, 999.0, 998.0]),), label="z=[1000, 999, 998]"),
-             Case((np.array([-1000.0, 0.0, 1000.0]),), label="z=[-1000, 0, 1000]"),
-             Case((np.array([-1000.0, -1001.0]),), label="z=[-1000, -1001]"),
-             Case((np.zeros(4),), label="z=[0, 0, 0, 0]"),
-             Case((np.array([3.5]),), label="z=[3.5] (one token)")]
+    cases = [
+        Case((np.array([2.0, 1.0, 0.0]),), label="z=[2, 1, 0]"),
+        Case((np.array([1000.0, 999.0, 998.0]),), label="z=[1000, 999, 998]"),
+        Case((np.array([-1000.0, 0.0, 1000.0]),), label="z=[-1000, 0, 1000]"),
+        Case((np.array([-1000.0, -1001.0]),), label="z=[-1000, -1001]"),
+        Case((np.zeros(4),), label="z=[0, 0, 0, 0]"),
+        Case((np.array([3.5]),), label="z=[3.5] (one token)"),
+    ]
     rng = np.random.default_rng(seed)
     for scale in (1.0, 5.0, 300.0):
         for _ in range(3):
@@ -72,24 +80,40 @@ def _softmax_cases(seed: int = 0) -> list[Case]:
 
 def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z) -> probabilities`` against ``lmcore.handcalc.softmax``, |z| ~ 1000 included."""
-    return check("stable softmax", fn, handcalc.softmax, _softmax_cases(),
-                 hint="subtract the largest logit before np.exp, then divide by the sum; "
-                      "no entry of z - max(z) is positive, so nothing can overflow.",
-                 atol=1e-9, rtol=1e-6, quiet=quiet)
+    return check(
+        "stable softmax",
+        fn,
+        handcalc.softmax,
+        _softmax_cases(),
+        hint="subtract the largest logit before np.exp, then divide by the sum; "
+        "no entry of z - max(z) is positive, so nothing can overflow.",
+        atol=1e-9,
+        rtol=1e-6,
+        quiet=quiet,
+    )
 
 
 def _nll_cases(seed: int = 1) -> list[Case]:
-    cases = [Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
-             Case((np.array([1000.0, 0.0]), 1), label="z=[1000, 0], y=1 (p_y underflows to 0)"),
-             Case((np.array([1000.0, 999.0, 998.0]), 0), label="z=[1000, 999, 998], y=0"),
-             Case((np.array([-1000.0, -1000.0, -1000.0]), 2), label="z=[-1000]*3, y=2"),
-             Case((np.array([0.0, 0.0, 0.0, 0.0]), 3), label="z=[0, 0, 0, 0], y=3")]
+    cases = [
+        Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
+        Case((np.array([1000.0, 0.0]), 1), label="z=[1000, 0], y=1 (p_y underflows to 0)"),
+        Case((np.array([1000.0, 999.0, 998.0]), 0), label="z=[1000, 999, 998], y=0"),
+        Case((np.array([-1000.0, -1000.0, -1000.0]), 2), label="z=[-1000]*3, y=2"),
+        Case((np.array([0.0, 0.0, 0.0, 0.0]), 3), label="z=[0, 0, 0, 0], y=3"),
+    ]
     return cases + random_logit_cases(seed)
 
 
 def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z, y) -> float`` (-log softmax(z)[y], nats) against ``lmcore.handcalc.nll``."""
-    return check("NLL from logits", fn, handcalc.nll, _nll_cases(),
-                 hint="loss = logsumexp(z) - z[y], with logsumexp(z) = m + log(sum(exp(z - m))) "
-                      "and m = max(z); never take log of a probability that may be 0. Natural log.",
-                 atol=1e-9, rtol=1e-7, quiet=quiet)
+    return check(
+        "NLL from logits",
+        fn,
+        handcalc.nll,
+        _nll_cases(),
+        hint="loss = logsumexp(z) - z[y], with logsumexp(z) = m + log(sum(exp(z - m))) "
+        "and m = max(z); never take log of a probability that may be 0. Natural log.",
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+    )

@@ -1,6 +1,7 @@
 """Notebook 01 (softmax and NLL), the pictures: the softmax bars, the -ln p curve, the
 double-softmax curves, and the explorer widget that redraws the bars live. The numbers they
 show come from :mod:`lmcore.course.softmax_nll` (``softmax_state``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,7 @@ def _token_names(V: int, tokens):
     return list(tokens) if tokens is not None else [f"tok {i}" for i in range(V)]
 
 
-def plot_softmax_state(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0,
-                       tokens=None):
+def plot_softmax_state(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0, tokens=None):
     """Bars of softmax(z / T) with the target highlighted; the loss in nats and bits in the title."""
     state = softmax_state(logits, target, temperature)
     names = _token_names(len(state["probs"]), tokens)
@@ -30,8 +30,10 @@ def plot_softmax_state(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: flo
     ax.set_ylim(0, 1.12)
     ax.set_ylabel("probability")
     ax.set_xlabel(f"token (orange = target, T = {temperature:g})")
-    ax.set_title(f"p(target) = {state['p_target']:.3f}   loss = {state['loss_nats']:.3f} nats "
-                 f"= {state['loss_bits']:.3f} bits")
+    ax.set_title(
+        f"p(target) = {state['p_target']:.3f}   loss = {state['loss_nats']:.3f} nats "
+        f"= {state['loss_bits']:.3f} bits"
+    )
     return fig
 
 
@@ -42,9 +44,13 @@ def plot_nll_curve(points=(0.0001, 0.313, 0.462, 0.477)):
     ax.plot(p, -np.log(p), color=COLORS["input"])
     for k, q in enumerate(sorted(points)):
         ax.plot([q], [-np.log(q)], "o", color=COLORS["target"])
-        ax.annotate(f"p = {q:g}: loss {-np.log(q):.3f}", xy=(q, -np.log(q)),
-                    xytext=(0.5, 8.2 - 1.2 * k), fontsize=9,
-                    arrowprops={"arrowstyle": "-", "color": "gray", "linewidth": 0.6})
+        ax.annotate(
+            f"p = {q:g}: loss {-np.log(q):.3f}",
+            xy=(q, -np.log(q)),
+            xytext=(0.5, 8.2 - 1.2 * k),
+            fontsize=9,
+            arrowprops={"arrowstyle": "-", "color": "gray", "linewidth": 0.6},
+        )
     ax.set_xlabel("probability given to the correct token")
     ax.set_ylabel("loss (nats)")
     ax.set_title("The loss is -ln p(correct): near 0 when sure and right")
@@ -70,8 +76,7 @@ def plot_double_softmax(target_logit=None, others=(0.0, 0.0)):
     return fig
 
 
-def softmax_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0,
-                     tokens=None):
+def softmax_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0, tokens=None):
     """Sliders for 3-5 logits, a target selector and a temperature slider, redrawing
     :func:`plot_softmax_state` live. Returns the widget (display it as a cell's last line)."""
     import ipywidgets as widgets
@@ -79,13 +84,14 @@ def softmax_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float
     if not 3 <= len(logits) <= 5:
         raise ValueError(f"logits must hold 3 to 5 values for the explorer; got {len(logits)}.")
     names = _token_names(len(logits), tokens)
-    sliders = {f"z{i}": widgets.FloatSlider(value=float(v), min=-10.0, max=10.0, step=0.1,
-                                            description=f"z[{names[i]}]")
-               for i, v in enumerate(logits)}
-    pick = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=target,
-                            description="target")
-    temp = widgets.FloatLogSlider(value=temperature, base=10, min=-1, max=1, step=0.05,
-                                  description="T")
+    sliders = {
+        f"z{i}": widgets.FloatSlider(
+            value=float(v), min=-10.0, max=10.0, step=0.1, description=f"z[{names[i]}]"
+        )
+        for i, v in enumerate(logits)
+    }
+    pick = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=target, description="target")
+    temp = widgets.FloatLogSlider(value=temperature, base=10, min=-1, max=1, step=0.05, description="T")
 
     def draw(target, temperature, **zs):
         return plot_softmax_state([zs[f"z{i}"] for i in range(len(zs))], target, temperature, tokens)

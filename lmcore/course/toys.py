@@ -5,9 +5,10 @@ small seeded GPT, one short fit loop, and the two ways the notebooks call a GPT 
 Every toy vocabulary follows one convention, the core ``ChatTokenizer``'s: ``PAD = 0``,
 ``EOS = 1`` and, where a toy needs a beginning-of-sequence token, ``BOS = 2``; the words follow.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -17,8 +18,19 @@ from ..model import GPT, GPTConfig
 from ..shift import position_ids_from_attention_mask
 from ..train.devices import cpu_threads
 
-__all__ = ["PAD", "EOS", "BOS", "SPECIALS", "toy_vocab", "WordTokenizer", "toy_gpt", "fit",
-           "forward_with_mask", "forward_with_attention", "forward_without_causal_mask"]
+__all__ = [
+    "PAD",
+    "EOS",
+    "BOS",
+    "SPECIALS",
+    "toy_vocab",
+    "WordTokenizer",
+    "toy_gpt",
+    "fit",
+    "forward_with_mask",
+    "forward_with_attention",
+    "forward_without_causal_mask",
+]
 
 PAD, EOS, BOS = 0, 1, 2
 SPECIALS = ("PAD", "EOS", "BOS")
@@ -41,6 +53,7 @@ class WordTokenizer:
     (``encode``, ``decode``, ``vocab_size``, ``pad_id``, ``eos_id``). Ids follow
     :func:`toy_vocab`: PAD 0, EOS 1, BOS 2 (with ``bos=True``), then ``words``. A word outside
     the vocabulary is an error, or becomes ``unk`` when ``unk`` names a word of ``words``."""
+
     pad_id, eos_id = PAD, EOS
 
     def __init__(self, words, *, bos: bool = False, unk: str | None = None, specials=SPECIALS):
@@ -67,16 +80,31 @@ class WordTokenizer:
         return " ".join(self.VOCAB[int(i)] for i in (ids.tolist() if hasattr(ids, "tolist") else ids))
 
 
-def toy_gpt(vocab_size: int, *, block_size: int = 16, n_layer: int = 1, n_head: int = 2,
-            n_embd: int = 16, dropout: float = 0.0, init_std: float | None = None, seed: int = 0,
-            dtype: torch.dtype | None = None) -> GPT:
+def toy_gpt(
+    vocab_size: int,
+    *,
+    block_size: int = 16,
+    n_layer: int = 1,
+    n_head: int = 2,
+    n_embd: int = 16,
+    dropout: float = 0.0,
+    init_std: float | None = None,
+    seed: int = 0,
+    dtype: torch.dtype | None = None,
+) -> GPT:
     """A small :class:`lmcore.model.GPT`, seeded (``torch.manual_seed(seed)`` just before it is
     built), in eval mode (:func:`fit` switches it to training mode while it trains).
     ``init_std=None`` keeps GPTConfig's default; ``dtype=torch.float64`` gives a toy whose
     rounding error sits far below the 3 decimals a notebook prints."""
-    cfg = GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
-                    n_embd=n_embd, dropout=dropout,
-                    **({} if init_std is None else {"init_std": init_std}))
+    cfg = GPTConfig(
+        vocab_size=vocab_size,
+        block_size=block_size,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_embd=n_embd,
+        dropout=dropout,
+        **({} if init_std is None else {"init_std": init_std}),
+    )
     torch.manual_seed(seed)
     model = GPT(cfg)
     return (model if dtype is None else model.to(dtype)).eval()
@@ -87,9 +115,17 @@ def _default_loss(model, batch):
     return causal_lm_loss(model(ids), labels)
 
 
-def fit(model: torch.nn.Module, batch_fn: Callable, *, steps: int, lr: float,
-        loss_fn: Callable | None = None, weight_decay: float = 0.0,
-        on_step: Callable | None = None, threads: int | None = 1) -> list[float]:
+def fit(
+    model: torch.nn.Module,
+    batch_fn: Callable,
+    *,
+    steps: int,
+    lr: float,
+    loss_fn: Callable | None = None,
+    weight_decay: float = 0.0,
+    on_step: Callable | None = None,
+    threads: int | None = 1,
+) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps and return the loss of each step (floats).
 
     ``batch_fn(step)`` gives step ``step``'s batch: input ids (N, L) (labels = the ids), or a
@@ -119,8 +155,9 @@ def fit(model: torch.nn.Module, batch_fn: Callable, *, steps: int, lr: float,
     return losses
 
 
-def forward_with_mask(model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      *, reset_positions: bool = True) -> torch.Tensor:
+def forward_with_mask(
+    model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, reset_positions: bool = True
+) -> torch.Tensor:
     """Logits (N, L, V) of the GPT called with an attention mask (N, L): padding is its own
     "document" (-1), so real tokens cannot read it, and positions restart after left padding
     (unless ``reset_positions=False``). Still causal: this is the model's own forward."""
@@ -129,27 +166,31 @@ def forward_with_mask(model: GPT, input_ids: torch.Tensor, attention_mask: torch
     return model(input_ids, document_ids=doc, position_ids=pos)
 
 
-def forward_with_attention(model: GPT, input_ids: torch.Tensor, allowed: torch.Tensor,
-                           position_ids: torch.Tensor | None = None) -> torch.Tensor:
+def forward_with_attention(
+    model: GPT, input_ids: torch.Tensor, allowed: torch.Tensor, position_ids: torch.Tensor | None = None
+) -> torch.Tensor:
     """Logits (N, L, V) of ``model``'s own layers (embeddings, dropout, blocks, final LayerNorm,
     head) with the attention pattern ``allowed`` (bool, (L, L) or (N, 1, L, L): query i may read
     key j) instead of the causal one. ``allowed = tril`` reproduces ``model(input_ids)``.
     Every query needs at least one key it may read."""
-    model._check_inputs(input_ids, None, position_ids)          # the model's own input checks
+    model._check_inputs(input_ids, None, position_ids)  # the model's own input checks
     if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
-        raise TypeError("allowed must be a bool tensor (True: the query may read the key); got "
-                        f"{getattr(allowed, 'dtype', type(allowed).__name__)}.")
+        raise TypeError(
+            "allowed must be a bool tensor (True: the query may read the key); got "
+            f"{getattr(allowed, 'dtype', type(allowed).__name__)}."
+        )
     L = input_ids.shape[1]
     if position_ids is None:
-        position_ids = torch.arange(L, device=input_ids.device)[None]        # (1, L)
-    x = model.drop(model.wte(input_ids) + model.wpe(position_ids))          # (N, L, D)
+        position_ids = torch.arange(L, device=input_ids.device)[None]  # (1, L)
+    x = model.drop(model.wte(input_ids) + model.wpe(position_ids))  # (N, L, D)
     for block in model.blocks:
         x = block(x, allowed)
     return model.lm_head(model.ln_f(x))
 
 
-def forward_without_causal_mask(model: GPT, input_ids: torch.Tensor,
-                                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+def forward_without_causal_mask(
+    model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Logits (N, L, V) of the GPT with its causal mask removed: the same weights and blocks,
     but every position attends to every position of its row, earlier or later (it "sees the
     future"). With an ``attention_mask`` (N, L), padding stays unread and positions restart
@@ -157,9 +198,9 @@ def forward_without_causal_mask(model: GPT, input_ids: torch.Tensor,
     (only in training mode). The one way the course runs a GPT without its causal mask."""
     L = input_ids.shape[1]
     if attention_mask is None:
-        return forward_with_attention(model, input_ids,
-                                      torch.ones(L, L, dtype=torch.bool, device=input_ids.device))
+        return forward_with_attention(
+            model, input_ids, torch.ones(L, L, dtype=torch.bool, device=input_ids.device)
+        )
     N = input_ids.shape[0]
-    keys = (attention_mask[:, None, None, :] == 1).expand(N, 1, L, L)      # (N, 1, L, L)
-    return forward_with_attention(model, input_ids, keys,
-                                  position_ids_from_attention_mask(attention_mask))
+    keys = (attention_mask[:, None, None, :] == 1).expand(N, 1, L, L)  # (N, 1, L, L)
+    return forward_with_attention(model, input_ids, keys, position_ids_from_attention_mask(attention_mask))

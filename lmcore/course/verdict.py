@@ -16,6 +16,7 @@ It prints a *verdict* instead: the claim, the tolerance or range it is checked a
 Exact values (counts, values computed from fixed inputs without training, worked examples)
 are printed as they are; they need no verdict.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,9 @@ def in_range(what: str, value, lo, hi, *, unit: str = "", quiet: bool = False) -
     return _say(f"{what} in [{_fmt(a)}, {_fmt(b)}]{unit}", ok, quiet)
 
 
-def near(what: str, value, target, tol, *, target_text: str | None = None, unit: str = "",
-         quiet: bool = False) -> bool:
+def near(
+    what: str, value, target, tol, *, target_text: str | None = None, unit: str = "", quiet: bool = False
+) -> bool:
     """Print ``"<what> within <tol><unit> of <target>: yes"`` (or ``NO``)."""
     v, t, e = _number("value", value), _number("target", target), _number("tol", tol)
     if not (math.isfinite(e) and e >= 0):
@@ -69,16 +71,18 @@ def near(what: str, value, target, tol, *, target_text: str | None = None, unit:
     return _say(f"{what} within {_fmt(e)}{unit} of {target_text or _fmt(t)}", ok, quiet)
 
 
-def below(what: str, value, bound, *, bound_text: str | None = None, unit: str = "",
-          quiet: bool = False) -> bool:
+def below(
+    what: str, value, bound, *, bound_text: str | None = None, unit: str = "", quiet: bool = False
+) -> bool:
     """Print ``"<what> below <bound>: yes"``: a strict upper bound, NaN never passes."""
     v, b = _number("value", value), _number("bound", bound)
     ok = not math.isnan(v) and v < b
     return _say(f"{what} below {bound_text or _fmt(b)}{unit}", ok, quiet)
 
 
-def above(what: str, value, bound, *, bound_text: str | None = None, unit: str = "",
-          quiet: bool = False) -> bool:
+def above(
+    what: str, value, bound, *, bound_text: str | None = None, unit: str = "", quiet: bool = False
+) -> bool:
     """Print ``"<what> above <bound>: yes"``: a strict lower bound, NaN never passes."""
     v, b = _number("value", value), _number("bound", bound)
     ok = not math.isnan(v) and v > b

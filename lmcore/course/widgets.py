@@ -5,9 +5,10 @@ A course widget renders a matplotlib Figure to PNG bytes and puts them into an
 cell's output (stable under nbval) and no Output-widget capture is needed. ipywidgets and
 matplotlib are imported lazily (only a widget needs them).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["figure_png", "on_change", "live_figure"]
 
@@ -30,7 +31,7 @@ def on_change(controls, redraw: Callable) -> Callable:
     """Call ``redraw(change)`` whenever the value of one of ``controls`` (widgets, or a dict
     name -> widget) changes, and once now (with ``None``) for the initial state. Returns
     ``redraw``."""
-    for w in (controls.values() if isinstance(controls, dict) else controls):
+    for w in controls.values() if isinstance(controls, dict) else controls:
         w.observe(redraw, names="value")
     redraw(None)
     return redraw

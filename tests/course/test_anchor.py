@@ -1,4 +1,5 @@
 """Notebook 04's support code: the ln V table, first losses, the sigma^2/2 law, the leaky run."""
+
 import math
 
 import matplotlib
@@ -14,8 +15,7 @@ from lmcore.course import anchor_views as anv  # noqa: E402
 
 
 def test_anchor_table_reproduces_the_well_known_anchors():
-    seed = {5: (1.61, 2.32), 32_000: (10.37, 14.97), 50_257: (10.82, 15.62),
-            128_256: (11.76, 16.97)}
+    seed = {5: (1.61, 2.32), 32_000: (10.37, 14.97), 50_257: (10.82, 15.62), 128_256: (11.76, 16.97)}
     rows = an.anchor_table()
     assert [r["V"] for r in rows] == list(seed)
     for r in rows:
@@ -88,7 +88,7 @@ def test_logit_sigma_is_the_spread_within_each_position():
     g = torch.Generator().manual_seed(1)
     z = torch.randn(3, 4, 50, generator=g) * 0.7
     assert math.isclose(an.logit_sigma(z), _np_sigma(z), rel_tol=1e-9)
-    shifted = z + 5.0 * torch.randn(3, 4, 1, generator=g)            # a constant per position
+    shifted = z + 5.0 * torch.randn(3, 4, 1, generator=g)  # a constant per position
     assert math.isclose(an.logit_sigma(shifted), an.logit_sigma(z), rel_tol=1e-5)
     with pytest.raises(TypeError, match="logits"):
         an.logit_sigma(torch.ones(2, 3, dtype=torch.long))
@@ -105,8 +105,8 @@ def test_expected_first_loss_is_the_mean_over_every_target():
 
 
 def test_jensen_bounds_the_expected_loss_between_ln_v_and_ln_v_plus_half_sigma_squared():
-    for V, s in ((100, 0.5), (1000, 1.0), (50, 2.0), (5000, 3.0)):   # the bound holds in
-        loss = an.iid_logit_loss(V, s, rows=256)                      # expectation: allow noise
+    for V, s in ((100, 0.5), (1000, 1.0), (50, 2.0), (5000, 3.0)):  # the bound holds in
+        loss = an.iid_logit_loss(V, s, rows=256)  # expectation: allow noise
         assert math.log(V) <= loss <= math.log(V) + s * s / 2 + 0.01
     # where a few large logits dominate (V not >> e^(sigma^2)) the bound is far from tight
     assert an.iid_logit_loss(50, 3.0, rows=256) < math.log(50) + 4.5 - 0.5
@@ -121,7 +121,7 @@ def test_head_first_loss_follows_gain_times_std_times_sqrt_d():
         assert abs(m["sigma"] - m["sigma_formula"]) < 0.02 * m["sigma_formula"]
         assert abs(m["expected"] - (math.log(2048) + m["sigma_formula"] ** 2 / 2)) < 0.02
     wide = an.head_first_loss(4096, 2048, rows=32)
-    assert 0.78 < wide["expected"] - wide["ln_v"] < 0.86      # an untied head at D = 4096
+    assert 0.78 < wide["expected"] - wide["ln_v"] < 0.86  # an untied head at D = 4096
 
 
 def test_standard_gain_one_gpt_starts_above_ln_v_and_lmcore_gain_does_not():
@@ -144,12 +144,14 @@ def test_check_predict_from_logits_accepts_and_rejects(capsys):
         return math.log(z.shape[-1]) + float(z.double().var(-1).mean()) / 2
 
     assert an.check_predict_from_logits(mine) and an.check_predict_from_logits(unbiased)
-    wrongs = [lambda z: math.log(z.shape[-1]) + float(z.std()) ** 2 / 2,      # global std
-              lambda z: math.log2(z.shape[-1]) + _np_sigma(z) ** 2 / 2,      # bits
-              lambda z: math.log(z.shape[-1]) + _np_sigma(z) ** 2,           # no 1/2
-              lambda z: math.log(z.shape[-1]) + _np_sigma(z) / 2,            # sigma, not sigma^2
-              lambda z: math.log(z.shape[1]) + _np_sigma(z) ** 2 / 2,        # L, not V
-              lambda z: math.log(z.shape[-1])]                               # no spread
+    wrongs = [
+        lambda z: math.log(z.shape[-1]) + float(z.std()) ** 2 / 2,  # global std
+        lambda z: math.log2(z.shape[-1]) + _np_sigma(z) ** 2 / 2,  # bits
+        lambda z: math.log(z.shape[-1]) + _np_sigma(z) ** 2,  # no 1/2
+        lambda z: math.log(z.shape[-1]) + _np_sigma(z) / 2,  # sigma, not sigma^2
+        lambda z: math.log(z.shape[1]) + _np_sigma(z) ** 2 / 2,  # L, not V
+        lambda z: math.log(z.shape[-1]),
+    ]  # no spread
     assert not any(an.check_predict_from_logits(w) for w in wrongs)
     assert not an.check_predict_from_logits(_stub)
     out = capsys.readouterr().out
@@ -158,15 +160,15 @@ def test_check_predict_from_logits_accepts_and_rejects(capsys):
 
 def test_check_get_batch_accepts_and_rejects():
     def mine(data, starts, B):
-        x = torch.stack([data[s: s + B] for s in starts])
-        y = torch.stack([data[s + 1: s + 1 + B] for s in starts])
+        x = torch.stack([data[s : s + B] for s in starts])
+        y = torch.stack([data[s + 1 : s + 1 + B] for s in starts])
         return x, y
 
     assert an.check_get_batch(mine, quiet=True)
     assert not an.check_get_batch(an.get_batch_leaky, quiet=True)
 
     def two_ahead(data, starts, B):
-        return mine(data, starts, B)[0], torch.stack([data[s + 2: s + 2 + B] for s in starts])
+        return mine(data, starts, B)[0], torch.stack([data[s + 2 : s + 2 + B] for s in starts])
 
     def both_moved(data, starts, B):
         y = mine(data, starts, B)[1]

@@ -1,4 +1,5 @@
 """Notebook 03's attention section: one head against PyTorch's scaled_dot_product_attention."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -35,8 +36,9 @@ def test_changing_a_future_token_leaves_earlier_outputs_alone():
     v2[3] -= 7.0
     out2 = A.attention(q, k2, v2)[0]
     assert torch.equal(out[:3], out2[:3]) and not torch.allclose(out[3], out2[3])
-    assert not torch.allclose(A.attention(q, k, v, causal=False)[0][:3],
-                              A.attention(q, k2, v2, causal=False)[0][:3])
+    assert not torch.allclose(
+        A.attention(q, k, v, causal=False)[0][:3], A.attention(q, k2, v2, causal=False)[0][:3]
+    )
 
 
 def test_formatting_and_validation():

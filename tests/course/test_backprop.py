@@ -1,5 +1,6 @@
 """Notebook 02's head-gradient exercise: the formula against autograd and finite differences,
 and a checker that rejects plausible wrong answers."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,7 +22,7 @@ def test_head_grads_match_autograd_and_finite_differences():
     assert dW.shape == W.shape and dH.shape == H.shape
     assert torch.allclose(dW, aW, atol=1e-12) and torch.allclose(dH, aH, atol=1e-12)
     eps = 1e-6
-    for (i, j) in ((0, 0), (3, 2), (4, 1)):
+    for i, j in ((0, 0), (3, 2), (4, 1)):
         up, down = W.clone(), W.clone()
         up[i, j] += eps
         down[i, j] -= eps
@@ -53,6 +54,7 @@ def test_checker_accepts_the_formula_and_rejects_wrong_ones(capsys):
         def f(H, W, y):
             dW, dH = _mine(H, W, y)
             return dW * k(H), dH * k(H)
+
         return f
 
     def transposed(H, W, y):
@@ -65,18 +67,20 @@ def test_checker_accepts_the_formula_and_rejects_wrong_ones(capsys):
         _loss(h, w, y).backward()
         return w.grad, h.grad
 
-    def dh_with_w_transposed(H, W, y):           # (P - Y) W^T: wrong unless V == D
+    def dh_with_w_transposed(H, W, y):  # (P - Y) W^T: wrong unless V == D
         N, T, D = H.shape
         h = H.reshape(-1, D)
         dZ = (torch.softmax(h @ W.T, -1) - F.one_hot(y.reshape(-1), W.shape[0])) / (N * T)
         return dZ.T @ h, dZ @ W.T
 
-    wrongs = [scaled(lambda H: H.shape[0] * H.shape[1]),   # forgot the 1/n
-              scaled(lambda H: H.shape[1]),                # divided by N only, not N*T
-              scaled(lambda H: -1.0),                      # Y - P
-              transposed,                                  # H^T (P - Y): W's transpose
-              dh_with_w_transposed,
-              uses_autograd]                               # not by hand: autograd is off
+    wrongs = [
+        scaled(lambda H: H.shape[0] * H.shape[1]),  # forgot the 1/n
+        scaled(lambda H: H.shape[1]),  # divided by N only, not N*T
+        scaled(lambda H: -1.0),  # Y - P
+        transposed,  # H^T (P - Y): W's transpose
+        dh_with_w_transposed,
+        uses_autograd,
+    ]  # not by hand: autograd is off
     assert not any(B.check_head_grads(w) for w in wrongs)
     out = capsys.readouterr().out
     assert out.count("fail") == len(wrongs) and out.count("pass") == 1
@@ -85,5 +89,6 @@ def test_checker_accepts_the_formula_and_rejects_wrong_ones(capsys):
 def test_checker_says_not_attempted_for_a_stub(capsys):
     def stub(H, W, y):
         raise NotImplementedError
+
     assert not B.check_head_grads(stub)
     assert "not attempted yet" in capsys.readouterr().out

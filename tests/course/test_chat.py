@@ -1,5 +1,6 @@
 """Notebook 06's chat labels: one turn and multi-turn conversations, against naive loops, and the
 two exercise checkers (each rejects the plausible wrong answers)."""
+
 import math
 
 import pytest
@@ -7,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from lmcore import IGNORE_INDEX, causal_lm_loss
-from lmcore.course import packing_chat as C
 from lmcore.course import packing as K
+from lmcore.course import packing_chat as C
 
 
 def naive_chat_labels(ids):
@@ -48,7 +49,9 @@ def test_example_chat_logits_reproduce_the_three_logit_example():
     ref = F.cross_entropy(logits[0, 5:8], ids[0, 6:9]).item()
     assert float(causal_lm_loss(logits, C.chat_labels(ids))) == pytest.approx(ref, abs=1e-12)
     assert round(ref, 3) == 0.891
-    assert float(causal_lm_loss(logits, ids)) == pytest.approx((5 * math.log(len(K.VOCAB)) + 3 * ref) / 8, abs=1e-9)
+    assert float(causal_lm_loss(logits, ids)) == pytest.approx(
+        (5 * math.log(len(K.VOCAB)) + 3 * ref) / 8, abs=1e-9
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 5])
@@ -65,7 +68,23 @@ def test_multi_turn_scores_every_answer_and_no_user_token():
     assert kept == ["5", ".", "EOS", "4", "3", ".", "EOS"]
     # the one-turn rule on the same row scores the second question too
     single = [K.VOCAB[v] for v in C.chat_labels(ids)[0].tolist() if v != IGNORE_INDEX]
-    assert single == ["5", ".", "EOS", "<user>", "3", "3", "+", "1", "0", "=", "<assistant>", "4", "3", ".", "EOS"]
+    assert single == [
+        "5",
+        ".",
+        "EOS",
+        "<user>",
+        "3",
+        "3",
+        "+",
+        "1",
+        "0",
+        "=",
+        "<assistant>",
+        "4",
+        "3",
+        ".",
+        "EOS",
+    ]
 
 
 def test_check_chat_labels(capsys):
@@ -87,7 +106,7 @@ def test_check_chat_labels(capsys):
     capsys.readouterr()
 
 
-def only_last_turn(ids):                   # "mask everything before the last <assistant>"
+def only_last_turn(ids):  # "mask everything before the last <assistant>"
     out = []
     for row in ids.tolist():
         last = max(t for t, v in enumerate(row) if v == K.ASSISTANT)
@@ -95,18 +114,20 @@ def only_last_turn(ids):                   # "mask everything before the last <a
     return torch.tensor(out)
 
 
-def eos_masked(ids):                       # the end of each turn is "a special token" too
+def eos_masked(ids):  # the end of each turn is "a special token" too
     lab = naive_multi_turn(ids)
     return lab.masked_fill(ids == K.EOS, IGNORE_INDEX)
 
 
-def roles_scored(ids):                     # <assistant> kept as the first answer token
+def roles_scored(ids):  # <assistant> kept as the first answer token
     lab = naive_multi_turn(ids)
     return torch.where(ids == K.ASSISTANT, ids, lab)
 
 
-@pytest.mark.parametrize("wrong", [C.chat_labels, only_last_turn, eos_masked, roles_scored,
-                                   lambda ids: naive_multi_turn(ids).float()])
+@pytest.mark.parametrize(
+    "wrong",
+    [C.chat_labels, only_last_turn, eos_masked, roles_scored, lambda ids: naive_multi_turn(ids).float()],
+)
 def test_check_multi_turn_labels_rejects_the_plausible_wrong_answers(wrong, capsys):
     assert not C.check_multi_turn_labels(wrong)
     assert "fail" in capsys.readouterr().out
@@ -117,5 +138,6 @@ def test_check_multi_turn_labels_accepts_the_naive_loop(capsys):
 
     def stub(ids):
         raise NotImplementedError
+
     assert not C.check_multi_turn_labels(stub)
     assert "not attempted yet" in capsys.readouterr().out

@@ -1,6 +1,6 @@
 """The grading machinery itself: pass, fail with a reason, 'not attempted yet', mutation."""
+
 import numpy as np
-import pytest
 import torch
 
 from lmcore.course.checks import Case, check, check_choices, compare
@@ -35,6 +35,7 @@ def test_check_reports_the_first_mismatch_with_hint(capsys):
 def test_check_says_not_attempted_for_a_stub(capsys):
     def stub(x):
         raise NotImplementedError
+
     assert not check("double", stub, ref_double, [([1],)])
     assert "not attempted yet" in capsys.readouterr().out
 
@@ -46,6 +47,7 @@ def test_check_reports_exceptions_and_mutation(capsys):
     def mutating(t):
         t.mul_(2)
         return t
+
     assert not check("double", mutating, lambda t: t * 2, [Case((torch.ones(3),))])
     assert "modified its input" in capsys.readouterr().out
 
@@ -58,6 +60,7 @@ def test_check_choices(capsys):
 
     def stub():
         raise NotImplementedError
+
     assert not check_choices("bugs", stub, expected)
     assert "not attempted yet" in capsys.readouterr().out
 
@@ -65,7 +68,7 @@ def test_check_choices(capsys):
 def test_compare_rejects_a_dtype_of_another_kind_where_it_carries_meaning():
     labels = torch.tensor([[3, -100], [4, 5]])
     assert compare(labels, labels.clone()) is None
-    assert compare(labels, labels.int()) is None                     # the width may differ
+    assert compare(labels, labels.int()) is None  # the width may differ
     why = compare(labels, labels.float())
     assert why and "integer" in why and "float32" in why
     mask = torch.tensor([[True, False], [True, True]])
@@ -75,7 +78,7 @@ def test_compare_rejects_a_dtype_of_another_kind_where_it_carries_meaning():
     assert "bool" in compare(mask, mask.long())
     assert compare(np.array([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)) is None
     assert "floating-point" in compare(torch.tensor([1.0, 2.0]), torch.tensor([1, 2]))
-    assert compare(3, 3.0) is None and compare([1, 2], [1.0, 2.0]) is None   # plain numbers: values only
+    assert compare(3, 3.0) is None and compare([1, 2], [1.0, 2.0]) is None  # plain numbers: values only
 
 
 def test_check_rejects_float_labels_and_float_masks(capsys):
@@ -83,8 +86,12 @@ def test_check_rejects_float_labels_and_float_masks(capsys):
 
     ids, mask = torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 1, 1, 0]])
     assert check("labels", labels_from_attention_mask, labels_from_attention_mask, [(ids, mask)])
-    assert not check("labels", lambda i, m: labels_from_attention_mask(i, m).float(),
-                     labels_from_attention_mask, [(ids, mask)])
+    assert not check(
+        "labels",
+        lambda i, m: labels_from_attention_mask(i, m).float(),
+        labels_from_attention_mask,
+        [(ids, mask)],
+    )
     doc = torch.tensor([[0, 0, 1, 1]])
     assert not check("mask", lambda d: document_causal_mask(d).float(), document_causal_mask, [(doc,)])
     assert "added" in capsys.readouterr().out

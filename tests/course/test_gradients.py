@@ -2,6 +2,7 @@
 
 References are independent: torch autograd in float64 and exact derivatives of simple functions.
 """
+
 import matplotlib
 import numpy as np
 import pytest
@@ -25,11 +26,14 @@ def _torch_nll(z, y):
     return float(F.cross_entropy(torch.tensor(z, dtype=torch.float64)[None], torch.tensor([y])))
 
 
-@pytest.mark.parametrize("f, df, z", [
-    (lambda z: float((z ** 3).sum()), lambda z: 3 * z ** 2, np.array([0.5, -1.0, 2.0])),
-    (lambda z: float(np.exp(z).sum()), np.exp, np.array([0.1, 1.3])),
-    (lambda z: _torch_nll(z, 2), lambda z: _autograd_grad(z, 2), np.array([1.0, -2.0, 0.5, 3.0])),
-])
+@pytest.mark.parametrize(
+    "f, df, z",
+    [
+        (lambda z: float((z**3).sum()), lambda z: 3 * z**2, np.array([0.5, -1.0, 2.0])),
+        (lambda z: float(np.exp(z).sum()), np.exp, np.array([0.1, 1.3])),
+        (lambda z: _torch_nll(z, 2), lambda z: _autograd_grad(z, 2), np.array([1.0, -2.0, 0.5, 3.0])),
+    ],
+)
 def test_numerical_grad_matches_exact(f, df, z):
     assert np.allclose(G.numerical_grad(f, z), df(z), atol=1e-7)
 
@@ -44,9 +48,10 @@ def test_numerical_grad_validates_and_does_not_mutate():
         G.numerical_grad(lambda v: 0.0, z, eps=0)
 
 
-@pytest.mark.parametrize("z, y, index, value", [([2.0, 1.0, 0.0], 1, 1, None),
-                                                ([2.0, 1.0, 0.0], 1, 0, 4.5),
-                                                ([0.3, -2.0, 1.0, 5.0], 3, 2, -7.0)])
+@pytest.mark.parametrize(
+    "z, y, index, value",
+    [([2.0, 1.0, 0.0], 1, 1, None), ([2.0, 1.0, 0.0], 1, 0, 4.5), ([0.3, -2.0, 1.0, 5.0], 3, 2, -7.0)],
+)
 def test_gradient_state_matches_autograd(z, y, index, value):
     s = G.gradient_state(z, y, index, value)
     moved = np.array(z, dtype=np.float64)
@@ -91,6 +96,7 @@ def test_plot_and_explorer():
 
 # ---------------------------------------------------------------- checkers
 
+
 def _stub(*args):
     raise NotImplementedError
 
@@ -106,10 +112,12 @@ def test_checkers_say_not_attempted_for_stub(capsys):
 def test_ce_grad_checker(capsys):
     assert G.check_ce_grad(_autograd_grad)
     naive = lambda z, y: np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y]  # noqa: E731
-    wrongs = [lambda z, y: -_autograd_grad(z, y),                      # sign flipped
-              lambda z, y: _autograd_grad(z, y) + np.eye(len(z))[y],   # forgot the onehot
-              naive,                                                   # overflows at 1000
-              lambda z, y: _autograd_grad(z, y) / len(z)]              # divided by V
+    wrongs = [
+        lambda z, y: -_autograd_grad(z, y),  # sign flipped
+        lambda z, y: _autograd_grad(z, y) + np.eye(len(z))[y],  # forgot the onehot
+        naive,  # overflows at 1000
+        lambda z, y: _autograd_grad(z, y) / len(z),
+    ]  # divided by V
     with np.errstate(all="ignore"):
         assert not any(G.check_ce_grad(w) for w in wrongs)
     out = capsys.readouterr().out
@@ -127,17 +135,20 @@ def _fd(eps, central=True, halve=True):
                 down[i] -= eps
             g[i] = (f(up) - f(down)) / ((2 if central and halve else 1) * eps)
         return g
+
     return estimate
 
 
 def test_finite_difference_checker(capsys):
     assert G.check_finite_difference(_fd(1e-5))
     assert G.check_finite_difference(_fd(1e-6))
-    wrongs = [_fd(1e-5, central=False),   # forward difference
-              _fd(1e-7, central=False),   # forward, tiny eps: still off on the curved function
-              _fd(1e-1),                  # central with a huge eps
-              _fd(1e-12),                 # rounding error dominates
-              _fd(1e-5, halve=False)]     # forgot the 2 in 2 eps
+    wrongs = [
+        _fd(1e-5, central=False),  # forward difference
+        _fd(1e-7, central=False),  # forward, tiny eps: still off on the curved function
+        _fd(1e-1),  # central with a huge eps
+        _fd(1e-12),  # rounding error dominates
+        _fd(1e-5, halve=False),
+    ]  # forgot the 2 in 2 eps
     assert not any(G.check_finite_difference(w) for w in wrongs)
     out = capsys.readouterr().out
     assert out.count("fail") == 5 and out.count("pass") == 2
@@ -154,6 +165,7 @@ def test_finite_difference_checker_flags_in_place_nudging(capsys):
             lo = f(z)
             g[i] = (hi - lo) / 0.2
         return g
+
     assert not G.check_finite_difference(nudges_input)
 
 
@@ -163,12 +175,15 @@ def test_descent_step_checker(capsys):
     def in_place(z, y, lr):
         z -= lr * _autograd_grad(z, y)
         return z
+
     assert G.check_descent_step(reference)
-    wrongs = [lambda z, y, lr: np.asarray(z) + lr * _autograd_grad(z, y),   # ascent
-              lambda z, y, lr: np.asarray(z) - lr * torch.softmax(torch.tensor(z), 0).numpy(),
-              lambda z, y, lr: np.asarray(z) - _autograd_grad(z, y),        # ignores lr
-              lambda z, y, lr: np.asarray(z) - lr * (np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y]),
-              in_place]                                                     # ^ overflows at 1000
+    wrongs = [
+        lambda z, y, lr: np.asarray(z) + lr * _autograd_grad(z, y),  # ascent
+        lambda z, y, lr: np.asarray(z) - lr * torch.softmax(torch.tensor(z), 0).numpy(),
+        lambda z, y, lr: np.asarray(z) - _autograd_grad(z, y),  # ignores lr
+        lambda z, y, lr: np.asarray(z) - lr * (np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y]),
+        in_place,
+    ]  # ^ overflows at 1000
     with np.errstate(all="ignore"):
         assert not any(G.check_descent_step(w) for w in wrongs)
     out = capsys.readouterr().out

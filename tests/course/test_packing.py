@@ -1,16 +1,14 @@
 """Notebook 06's support: packing policies, the leak measurement, chat labels, the figures and
 the exercise checkers (accept the reference, reject plausible mistakes)."""
-import math
 
 import matplotlib
 import pytest
 import torch
-import torch.nn.functional as F
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore import IGNORE_INDEX, causal_lm_loss  # noqa: E402
+from lmcore import IGNORE_INDEX  # noqa: E402
 from lmcore.course import packing as K  # noqa: E402
 from lmcore.course import packing_views as KV  # noqa: E402
 
@@ -18,9 +16,9 @@ from lmcore.course import packing_views as KV  # noqa: E402
 def test_pack_with_bos_scores_bos_to_first_word_and_drops_eos_to_bos():
     p = K.pack_with_bos()
     stream = [w for d in K.DOCS for w in ["BOS", *d.split(), "EOS"]]
-    assert K.decode(p.input_ids.flatten()[:len(stream)]) == " ".join(stream)
+    assert K.decode(p.input_ids.flatten()[: len(stream)]) == " ".join(stream)
     ids, lab = p.input_ids.flatten().tolist(), p.labels.flatten().tolist()
-    for t in range(1, len(stream)):                # naive: the label at a document's BOS is dropped
+    for t in range(1, len(stream)):  # naive: the label at a document's BOS is dropped
         assert lab[t] == (IGNORE_INDEX if stream[t] == "BOS" else ids[t]), t
     assert K.VOCAB[K.BOS] == "BOS" and (K.PAD, K.EOS, K.BOS) == (0, 1, 2)
     assert K.VOCAB[K.USER] == "<user>" and K.VOCAB[K.ASSISTANT] == "<assistant>"
@@ -39,7 +37,7 @@ def test_pack_with_policy_against_a_hand_built_row(policy):
     docs = [k for k, d in enumerate(K.DOCS) for _ in d.split() + (["EOS"] if eos else [])]
     L = 14
     assert p["input_ids"].shape == (1, L)
-    assert K.decode(p["input_ids"][0][:len(stream)]) == " ".join(stream)
+    assert K.decode(p["input_ids"][0][: len(stream)]) == " ".join(stream)
     assert p["document_ids"][0].tolist() == docs + [-1] * (L - len(docs))
     starts = {t for t in range(1, len(docs)) if docs[t] != docs[t - 1]}
     for t in range(L):
@@ -75,10 +73,12 @@ def test_leak_measures_document_b_logits_directly():
     with torch.no_grad():
         b = model(torch.tensor([K.encode("dogs run fast")]))[0]
         ab = model(torch.tensor([K.encode("the cat sat on the mat EOS dogs run fast")]))[0, 7:]
-        b_alone = model(torch.tensor([K.encode("the cat sat on the mat EOS dogs run fast")]),
-                        document_ids=torch.tensor([[0] * 7 + [1] * 3]),
-                        position_ids=torch.tensor([list(range(7)) + [0, 1, 2]]))[0, 7:]
-    assert (b_alone - b).abs().max() < 1e-12       # B packed with the mask == B on its own
+        b_alone = model(
+            torch.tensor([K.encode("the cat sat on the mat EOS dogs run fast")]),
+            document_ids=torch.tensor([[0] * 7 + [1] * 3]),
+            position_ids=torch.tensor([list(range(7)) + [0, 1, 2]]),
+        )[0, 7:]
+    assert (b_alone - b).abs().max() < 1e-12  # B packed with the mask == B on its own
     assert (ab - b).abs().max() > 1e-2
 
 
@@ -90,13 +90,14 @@ def test_plot_packing():
 
 # ---------------------------------------------------------------- checkers
 
+
 def test_check_mask_cross_document_targets(capsys):
     def ref(labels, doc):
         out = labels.clone()
         out[:, 1:][doc[:, 1:] != doc[:, :-1]] = IGNORE_INDEX
         return out
 
-    def wrong_direction(labels, doc):       # drops a_last -> EOS instead
+    def wrong_direction(labels, doc):  # drops a_last -> EOS instead
         out = labels.clone()
         out[:, :-1][doc[:, 1:] != doc[:, :-1]] = IGNORE_INDEX
         return out
@@ -119,10 +120,14 @@ def test_check_document_causal_mask(capsys):
         L = doc.shape[1]
         return torch.ones(L, L, dtype=torch.bool).tril() & (doc[:, :, None] == doc[:, None, :])
 
-    wrong = [lambda d: (d[:, :, None] == d[:, None, :]),                                   # not causal
-             lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).tril().expand(d.shape[0], -1, -1),
-             lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).triu() & (d[:, :, None] == d[:, None, :]),
-             lambda d: ref(d).float()]          # a float 0/1 mask: SDPA would *add* it to the scores
+    wrong = [
+        lambda d: d[:, :, None] == d[:, None, :],  # not causal
+        lambda d: torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).tril().expand(d.shape[0], -1, -1),
+        lambda d: (
+            torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).triu() & (d[:, :, None] == d[:, None, :])
+        ),
+        lambda d: ref(d).float(),
+    ]  # a float 0/1 mask: SDPA would *add* it to the scores
     assert K.check_document_causal_mask(ref)
     for fn in wrong:
         assert not K.check_document_causal_mask(fn)
@@ -139,6 +144,9 @@ def test_rotary_positions_need_only_the_block_diagonal_mask():
     z = torch.complex(x[:, :4], x[:, 4:]) * torch.exp(1j * pos[:, None] * theta)
     assert torch.allclose(K._rotate(x, pos), torch.cat([z.real, z.imag], -1), atol=1e-12)
     # a score depends only on the distance between query and key
-    q, k = torch.randn(6, 8, generator=g, dtype=torch.float64), torch.randn(6, 8, generator=g, dtype=torch.float64)
+    q, k = (
+        torch.randn(6, 8, generator=g, dtype=torch.float64),
+        torch.randn(6, 8, generator=g, dtype=torch.float64),
+    )
     scores = [K._rotate(q, torch.arange(6) + s) @ K._rotate(k, torch.arange(6) + s).T for s in (0, 7)]
     assert torch.allclose(scores[0], scores[1], atol=1e-12)

@@ -1,5 +1,6 @@
 """Notebook 05's support: padding masks, the pad-id invariance, three perplexities, gradient
 accumulation, and the exercise checkers (accept the reference, reject plausible mistakes)."""
+
 import math
 
 import matplotlib
@@ -53,9 +54,13 @@ def test_three_perplexities_against_a_naive_loop():
     sums = [naive_batch_nll(lg, lab) for lg, lab in batches]
     means = [s / n for s, n in sums]
     got = P.three_perplexities(batches)
-    assert got["token_weighted"] == pytest.approx(math.exp(sum(s for s, _ in sums) / sum(n for _, n in sums)), rel=1e-9)
+    assert got["token_weighted"] == pytest.approx(
+        math.exp(sum(s for s, _ in sums) / sum(n for _, n in sums)), rel=1e-9
+    )
     assert got["mean_of_batch_means"] == pytest.approx(math.exp(sum(means) / len(means)), rel=1e-9)
-    assert got["mean_of_batch_perplexities"] == pytest.approx(sum(map(math.exp, means)) / len(means), rel=1e-9)
+    assert got["mean_of_batch_perplexities"] == pytest.approx(
+        sum(map(math.exp, means)) / len(means), rel=1e-9
+    )
     assert got["n_tokens"] == sum(n for _, n in sums)
 
 
@@ -98,7 +103,9 @@ def test_rank_gradients_equal_the_single_process_batch_only_with_k_times_sum_ove
     # forgetting DDP's average leaves the gradient world times too small: the gap is (1 - 1/K) |g|
     full = P.toy_model(seed)
     causal_lm_loss(full(ids), labels).backward()
-    assert r["sum / global count"] == pytest.approx((1 - 1 / world) * float(PA.flat_grad(full).abs().max()), rel=1e-9)
+    assert r["sum / global count"] == pytest.approx(
+        (1 - 1 / world) * float(PA.flat_grad(full).abs().max()), rel=1e-9
+    )
 
 
 def test_the_toy_vocabulary_follows_the_kit_convention():
@@ -115,13 +122,16 @@ def test_plots_return_figures():
 
 # ---------------------------------------------------------------- checkers
 
+
 def test_check_labels_from_attention_mask(capsys):
     assert P.check_labels_from_attention_mask(lambda ids, m: torch.where(m.bool(), ids, -100))
-    wrong = [lambda ids, m: torch.where(m.bool(), ids, 0),                      # pads -> 0
-             lambda ids, m: torch.where(m.bool(), -100, ids),                   # inverted
-             lambda ids, m: ids.masked_fill_(m == 0, -100),                     # in place
-             lambda ids, m: torch.where(m.bool(), ids, -100)[:, 1:],            # shifted
-             lambda ids, m: torch.where(m.bool(), ids, -100).float()]           # float labels
+    wrong = [
+        lambda ids, m: torch.where(m.bool(), ids, 0),  # pads -> 0
+        lambda ids, m: torch.where(m.bool(), -100, ids),  # inverted
+        lambda ids, m: ids.masked_fill_(m == 0, -100),  # in place
+        lambda ids, m: torch.where(m.bool(), ids, -100)[:, 1:],  # shifted
+        lambda ids, m: torch.where(m.bool(), ids, -100).float(),
+    ]  # float labels
     for fn in wrong:
         assert not P.check_labels_from_attention_mask(fn)
     capsys.readouterr()
@@ -133,8 +143,12 @@ def test_check_token_weighted_perplexity(capsys):
     def pads_counted(batches):
         total = sum(float(causal_lm_loss(lg, lab, reduction="sum")) for lg, lab in batches)
         return math.exp(total / sum(lab[:, 1:].numel() for _, lab in batches))
-    wrong = [lambda b: P.three_perplexities(b)["mean_of_batch_means"],
-             lambda b: P.three_perplexities(b)["mean_of_batch_perplexities"], pads_counted]
+
+    wrong = [
+        lambda b: P.three_perplexities(b)["mean_of_batch_means"],
+        lambda b: P.three_perplexities(b)["mean_of_batch_perplexities"],
+        pads_counted,
+    ]
     for fn in wrong:
         assert not P.check_token_weighted_perplexity(fn)
     capsys.readouterr()

@@ -1,4 +1,5 @@
 """Notebook 03's support code: the word vocabulary, the tables, the cheating models, the checkers."""
+
 import math
 
 import matplotlib
@@ -65,8 +66,9 @@ def test_teacher_forcing_equals_a_loop_of_prefix_forwards():
         loop = torch.stack([model(ids[:, : t + 1])[:, -1] for t in range(9)], dim=1)
         torch.testing.assert_close(sq.prefix_logits(model, ids), loop)
         torch.testing.assert_close(sq.prefix_logits(model, ids), model(ids), atol=1e-5, rtol=1e-5)
-        assert (sq.prefix_logits(model, ids, causal=False)
-                - sq.forward_logits(model, ids, causal=False)).abs().max() > 1e-4
+        assert (
+            sq.prefix_logits(model, ids, causal=False) - sq.forward_logits(model, ids, causal=False)
+        ).abs().max() > 1e-4
 
 
 def test_next_token_loss_against_float64_cross_entropy():
@@ -83,7 +85,7 @@ def test_the_two_cheats_and_the_honest_model():
     honest = sq.train_tiny_lm(steps=40)[1]
     copy = sq.train_tiny_lm(shift=False, steps=40)[1]
     peek_model, peek = sq.train_tiny_lm(causal=False, steps=60)
-    assert min(honest) > lnv - 0.1                 # random tokens: nothing honest to learn
+    assert min(honest) > lnv - 0.1  # random tokens: nothing honest to learn
     assert copy[0] < lnv - 0.1 and copy[-1] < 0.1  # tied embeddings: copying starts at init
     assert peek[0] > lnv - 0.1 and peek[-1] < 0.3  # peeking must be learned
     ids = torch.randint(16, (16, 16), generator=torch.Generator().manual_seed(9))
@@ -112,8 +114,8 @@ def test_position_table_against_an_independent_computation():
 
 def test_trained_word_model_has_learned_the_corpus():
     rows = sq.position_table(sq.train_word_model(), "the cat sat on the mat")
-    assert rows[4]["target"] == "the" and rows[4]["prob"] > 0.9     # "on" -> "the"
-    assert rows[2]["prob"] < 0.6                                     # "cat" -> sat/ate/ran
+    assert rows[4]["target"] == "the" and rows[4]["prob"] > 0.9  # "on" -> "the"
+    assert rows[2]["prob"] < 0.6  # "cat" -> sat/ate/ran
 
 
 def test_supervision_density():
@@ -148,9 +150,9 @@ def _stub(*args):
 
 def test_check_shift_accepts_the_solution_and_rejects_wrong_ones(capsys):
     assert sq.check_shift(_my_shift)
-    assert not sq.check_shift(lambda z, y: (z, y))                        # no shift
-    assert not sq.check_shift(lambda z, y: (z[:, 1:], y[:, :-1]))         # the wrong way
-    assert not sq.check_shift(lambda z, y: (z[:, :-1], y[:, :-1]))        # labels not moved
+    assert not sq.check_shift(lambda z, y: (z, y))  # no shift
+    assert not sq.check_shift(lambda z, y: (z[:, 1:], y[:, :-1]))  # the wrong way
+    assert not sq.check_shift(lambda z, y: (z[:, :-1], y[:, :-1]))  # labels not moved
     assert not sq.check_shift(_stub)
     assert "not attempted yet" in capsys.readouterr().out
 
@@ -159,7 +161,7 @@ def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys
     assert sq.check_causal_lm_loss(_my_loss)
     assert "pass" in capsys.readouterr().out
 
-    def with_cross_entropy(z, y):        # correct, but ignore_index does the masking for you
+    def with_cross_entropy(z, y):  # correct, but ignore_index does the masking for you
         V = z.shape[-1]
         return F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100)
 
@@ -179,7 +181,7 @@ def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys
         nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         return (nll * valid).sum() / valid.sum()
 
-    def no_mask(z, y):                   # -100 clamped to 0 and scored as token 0
+    def no_mask(z, y):  # -100 clamped to 0 and scored as token 0
         logp = torch.log_softmax(z[:, :-1], -1)
         return -logp.gather(-1, y[:, 1:].clamp(min=0).unsqueeze(-1)).mean()
 
@@ -189,12 +191,21 @@ def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys
     def summed(z, y):
         return _my_loss(z, y) * (y[:, 1:] != -100).sum()
 
-    def gathers_minus_100(z, y):         # IndexError: -100 is not a vocabulary index
+    def gathers_minus_100(z, y):  # IndexError: -100 is not a vocabulary index
         logp = torch.log_softmax(z[:, :-1], -1)
         return -logp.gather(-1, y[:, 1:].unsqueeze(-1)).mean()
 
-    wrongs = (with_cross_entropy, with_nll_loss, with_module, with_lmcore, unshifted, no_mask,
-              mean_over_all_positions, summed, gathers_minus_100)
+    wrongs = (
+        with_cross_entropy,
+        with_nll_loss,
+        with_module,
+        with_lmcore,
+        unshifted,
+        no_mask,
+        mean_over_all_positions,
+        summed,
+        gathers_minus_100,
+    )
     for wrong in wrongs:
         assert not sq.check_causal_lm_loss(wrong), wrong.__name__
     out = capsys.readouterr().out

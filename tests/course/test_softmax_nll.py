@@ -2,6 +2,7 @@
 
 References are independent: torch in float64, math, naive formulas on safe inputs.
 """
+
 import math
 
 import matplotlib
@@ -22,8 +23,10 @@ def test_fmt_fixed_decimals():
     assert S.fmt(np.array([1.40761]), nd=2) == "[1.41]"
 
 
-@pytest.mark.parametrize("z, y, T", [([2.0, 1.0, 0.0], 1, 1.0), ([3.0, -1.0, 0.5, 2.0], 3, 0.3),
-                                     ([1000.0, 999.0, 998.0, 0.0, -5.0], 0, 7.5)])
+@pytest.mark.parametrize(
+    "z, y, T",
+    [([2.0, 1.0, 0.0], 1, 1.0), ([3.0, -1.0, 0.5, 2.0], 3, 0.3), ([1000.0, 999.0, 998.0, 0.0, -5.0], 0, 7.5)],
+)
 def test_softmax_state_matches_torch(z, y, T):
     s = S.softmax_state(z, y, T)
     zt = torch.tensor(z, dtype=torch.float64) / T
@@ -39,8 +42,10 @@ def test_softmax_state_seed_numbers():
     assert round(s["p_target"], 3) == 0.245 and round(s["loss_nats"], 3) == 1.408
 
 
-@pytest.mark.parametrize("T, exc", [(0, ValueError), (-1.0, ValueError), (float("nan"), ValueError),
-                                    (True, TypeError), ("1", TypeError)])
+@pytest.mark.parametrize(
+    "T, exc",
+    [(0, ValueError), (-1.0, ValueError), (float("nan"), ValueError), (True, TypeError), ("1", TypeError)],
+)
 def test_softmax_state_rejects_bad_temperature(T, exc):
     with pytest.raises(exc, match="temperature"):
         S.softmax_state([1.0, 2.0, 3.0], 0, T)
@@ -60,7 +65,9 @@ def test_double_softmax_against_naive_formulas():
     assert d["loss_wrong"] == pytest.approx(-math.log(q[y]), abs=1e-12)
     assert np.allclose(d["grad_right"], p - np.eye(3)[y], atol=1e-12)
     # the bug's gradient, by central differences of its loss
-    f = lambda v: -np.log((np.exp(np.exp(v) / np.exp(v).sum()) / np.exp(np.exp(v) / np.exp(v).sum()).sum())[y])  # noqa: E731
+    f = lambda v: (
+        -np.log((np.exp(np.exp(v) / np.exp(v).sum()) / np.exp(np.exp(v) / np.exp(v).sum()).sum())[y])
+    )  # noqa: E731
     fd = np.array([(f(z + 1e-6 * e) - f(z - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
     assert np.allclose(d["grad_wrong"], fd, atol=1e-7)
     assert np.abs(d["grad_wrong"]).sum() < 0.5 * np.abs(d["grad_right"]).sum()
@@ -92,8 +99,12 @@ def test_double_softmax_plot_matches_per_point_losses():
 
 
 def test_plots_return_labelled_figures():
-    for fig in (SV.plot_softmax_state(), SV.plot_softmax_state([1, 2, 3, 4, 5], 4, 0.5, list("abcde")),
-                SV.plot_nll_curve(), SV.plot_double_softmax()):
+    for fig in (
+        SV.plot_softmax_state(),
+        SV.plot_softmax_state([1, 2, 3, 4, 5], 4, 0.5, list("abcde")),
+        SV.plot_nll_curve(),
+        SV.plot_double_softmax(),
+    ):
         assert isinstance(fig, matplotlib.figure.Figure)
         ax = fig.axes[0]
         assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
@@ -119,6 +130,7 @@ def test_explorer_builds_and_validates():
 
 
 # ---------------------------------------------------------------- checkers
+
 
 def _torch_softmax(z):
     return torch.softmax(torch.tensor(z, dtype=torch.float64), 0).numpy()
@@ -159,8 +171,9 @@ def test_stable_softmax_checker_accepts_independent_solution(capsys):
     assert "pass" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [_naive_softmax, _min_shift_softmax, _mean_shift_softmax,
-                                   _unnormalised, _in_place_softmax])
+@pytest.mark.parametrize(
+    "wrong", [_naive_softmax, _min_shift_softmax, _mean_shift_softmax, _unnormalised, _in_place_softmax]
+)
 def test_stable_softmax_checker_rejects(wrong, capsys):
     with np.errstate(all="ignore"):
         assert not S.check_stable_softmax(wrong)
@@ -170,6 +183,7 @@ def test_stable_softmax_checker_rejects(wrong, capsys):
 def test_checkers_say_not_attempted_for_stub(capsys):
     def stub(*args):
         raise NotImplementedError
+
     assert not S.check_stable_softmax(stub) and not S.check_nll_from_logits(stub)
     out = capsys.readouterr().out
     assert out.count("not attempted yet") == 2 and "fail" not in out
@@ -201,8 +215,9 @@ def test_nll_checker_accepts_independent_solution(capsys):
     assert "pass" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [_log_of_stable_softmax, _naive_nll, _log2_nll, _missing_minus,
-                                   _lse_without_max])
+@pytest.mark.parametrize(
+    "wrong", [_log_of_stable_softmax, _naive_nll, _log2_nll, _missing_minus, _lse_without_max]
+)
 def test_nll_checker_rejects(wrong, capsys):
     with np.errstate(all="ignore"):
         assert not S.check_nll_from_logits(wrong)

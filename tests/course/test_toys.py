@@ -1,6 +1,7 @@
 """The course's toy kit, against independent references: a hand-written GPT forward (explicit
 softmax attention, no scaled_dot_product_attention), a hand-written AdamW loop, the model's
 own forward where the paths must agree."""
+
 import math
 
 import pytest
@@ -63,6 +64,7 @@ def _naive_forward(model, ids, allowed, pos=None):
 
     def ln(m, t):
         return F.layer_norm(t, (D,), m.weight, m.bias, 1e-5)
+
     for blk in model.blocks:
         h = ln(blk.ln_1, x) @ blk.attn.c_attn.weight.T + blk.attn.c_attn.bias
         q, k, v = (t.reshape(N, L, H, D // H).transpose(1, 2) for t in h.split(D, dim=2))
@@ -83,6 +85,7 @@ def test_forward_with_attention_reproduces_the_models_own_forward():
         assert torch.allclose(T.forward_with_attention(model, ids, tril), model(ids), atol=1e-12)
         doc = torch.tensor([[0] * 4 + [1] * 5] * 3)
         from lmcore.shift import document_causal_mask
+
         got = T.forward_with_attention(model, ids, document_causal_mask(doc)[:, None])
         assert torch.allclose(got, model(ids, document_ids=doc), atol=1e-12)
     with pytest.raises(TypeError, match="bool"):
@@ -100,7 +103,7 @@ def test_forward_without_causal_mask_against_a_hand_written_gpt():
         assert torch.allclose(got, _naive_forward(model, ids, full), atol=1e-10)
         assert torch.allclose(model(ids), _naive_forward(model, ids, full.tril()), atol=1e-10)
         later = ids.clone()
-        later[:, -1] = (later[:, -1] + 1) % 13                 # change only the last token
+        later[:, -1] = (later[:, -1] + 1) % 13  # change only the last token
         assert (T.forward_without_causal_mask(model, later)[:, 0] - got[:, 0]).abs().max() > 1e-6
         assert torch.allclose(model(later)[:, :-1], model(ids)[:, :-1], atol=1e-12)
 
@@ -112,10 +115,12 @@ def test_forward_without_causal_mask_never_reads_padding():
     with torch.no_grad():
         out = T.forward_without_causal_mask(model, ids, mask)
         alone = T.forward_without_causal_mask(model, ids[:1, 2:])
-        assert torch.allclose(out[0, 2:], alone[0], atol=1e-12)          # padding unread, positions reset
+        assert torch.allclose(out[0, 2:], alone[0], atol=1e-12)  # padding unread, positions reset
         other = ids.clone()
         other[0, :2] = 9
-        assert torch.allclose(T.forward_without_causal_mask(model, other, mask)[0, 2:], out[0, 2:], atol=1e-12)
+        assert torch.allclose(
+            T.forward_without_causal_mask(model, other, mask)[0, 2:], out[0, 2:], atol=1e-12
+        )
         ref = _naive_forward(model, ids, mask[:, None, None, :] == 1, (mask.cumsum(-1) - 1).clamp(min=0))
         assert torch.allclose(out, ref, atol=1e-10)
 
@@ -168,8 +173,9 @@ def test_fit_matches_a_hand_written_adamw_loop_and_restores_the_mode():
     batches = [torch.randint(9, (4, 8), generator=g) for _ in range(6)]
     model, ref = T.toy_gpt(9, dtype=torch.float64), T.toy_gpt(9, dtype=torch.float64)
     seen = []
-    losses = T.fit(model, lambda s: batches[s], steps=6, lr=1e-2,
-                   on_step=lambda s, m: seen.append((s, m.training)))
+    losses = T.fit(
+        model, lambda s: batches[s], steps=6, lr=1e-2, on_step=lambda s, m: seen.append((s, m.training))
+    )
     assert seen == [(s, True) for s in range(6)] and not model.training
     want = _hand_adamw(ref, batches, 1e-2)
     assert len(losses) == 6 and all(isinstance(x, float) for x in losses)
@@ -183,8 +189,9 @@ def test_fit_takes_labels_or_a_loss_fn_and_checks_steps():
     labels = ids.clone()
     labels[:, :3] = -100
     a = T.fit(T.toy_gpt(9), lambda s: (ids, labels), steps=3, lr=1e-2)
-    b = T.fit(T.toy_gpt(9), lambda s: ids, steps=3, lr=1e-2,
-              loss_fn=lambda m, x: causal_lm_loss(m(x), labels))
+    b = T.fit(
+        T.toy_gpt(9), lambda s: ids, steps=3, lr=1e-2, loss_fn=lambda m, x: causal_lm_loss(m(x), labels)
+    )
     assert a == pytest.approx(b, rel=1e-6)
     model = T.toy_gpt(9).train()
     T.fit(model, lambda s: ids, steps=1, lr=1e-3)

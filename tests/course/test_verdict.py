@@ -14,8 +14,13 @@ def test_verdicts_print_the_claim_not_the_value(capsys):
     assert above("ratio", 3.0, 1) is True
     assert holds("every row sums to 1", True) is True
     out = capsys.readouterr().out
-    assert out.splitlines() == ["val loss in [1.2, 1.6] nats: yes", "first loss within 0.05 of ln 103: yes",
-                                "gap below 0.05: yes", "ratio above 1: yes", "every row sums to 1: yes"]
+    assert out.splitlines() == [
+        "val loss in [1.2, 1.6] nats: yes",
+        "first loss within 0.05 of ln 103: yes",
+        "gap below 0.05: yes",
+        "ratio above 1: yes",
+        "every row sums to 1: yes",
+    ]
     assert "1.4321" not in out and "4.6301" not in out
 
 
@@ -34,8 +39,15 @@ def test_verdicts_take_tensors_and_numpy_scalars(capsys):
     assert holds("x", torch.tensor(True)) and holds("x", np.bool_(True))
 
 
-@pytest.mark.parametrize("call", [lambda: in_range("x", "0.5", 0, 1), lambda: in_range("x", True, 0, 1),
-                                  lambda: near("x", 1, None, 0.1), lambda: holds("x", 1)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: in_range("x", "0.5", 0, 1),
+        lambda: in_range("x", True, 0, 1),
+        lambda: near("x", 1, None, 0.1),
+        lambda: holds("x", 1),
+    ],
+)
 def test_verdicts_reject_non_numbers(call):
     with pytest.raises(TypeError):
         call()

@@ -1,4 +1,5 @@
 """The widget kit: PNG bytes of a figure, and a live figure redrawn when a control changes."""
+
 import pytest
 
 ipywidgets = pytest.importorskip("ipywidgets")
@@ -28,6 +29,7 @@ def test_live_figure_draws_now_and_on_every_change():
     def plot(a, b):
         calls.append((a, b))
         return _plot(a, b)
+
     image = live_figure(plot, {"a": a, "b": b})
     first = image.value
     assert calls == [(0.0, 1.0)] and first[:4] == b"\x89PNG"
@@ -51,4 +53,4 @@ def test_random_logit_cases_are_seeded_and_in_range():
     for ca, cb in zip(a, b):
         (z, y), (z2, y2) = ca.args, cb.args
         assert (z == z2).all() and y == y2 and 2 <= len(z) < 8 and 0 <= y < len(z)
-    assert max(abs(c.args[0]).max() for c in a[6:]) > 20          # the scale-300 cases
+    assert max(abs(c.args[0]).max() for c in a[6:]) > 20  # the scale-300 cases
