@@ -14,80 +14,20 @@ import torch.nn.functional as F
 from ._validate import (
     require_float,
     require_int,
-    require_int_scalar,
     require_labels_in_range,
     require_positive_int,
     require_tensor,
 )
+from .loss_rules import compute_dtype, denominator, require_finite, require_ignore_index
 from .shift import IGNORE_INDEX, shift_for_next_token
 
 __all__ = ["causal_lm_loss", "chunked_causal_lm_loss"]
 
-_REDUCTIONS = ("mean", "sum", "none")
 # Below this many logits the chunked loss just takes the dense path (nothing to save).
 _DENSE_MAX_ELEMENTS = 1 << 22
 # Auto chunk size: rows per chunk so that one chunk of logits holds about this many elements
 # (64 MiB in float32; larger chunks mean fewer passes over grad_w (V, D), smaller less memory).
 _CHUNK_ELEMENTS = 1 << 24
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """bf16/fp16 are reduced in float32; float32 and float64 stay as they are."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def _denominator(reduction: str, n_valid: int, num_items):
-    """What the summed NLL is divided by: 1 for "sum", else num_items or the valid count."""
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}; got {reduction!r}.")
-    if num_items is not None:
-        if reduction != "mean":
-            raise ValueError(f"num_items only applies to reduction='mean'; got reduction={reduction!r}.")
-        n = require_int_scalar(
-            "num_items",
-            num_items,
-            tensor_ok=True,
-            hint="It counts the valid targets of the whole accumulated batch: "
-            "sum(num_valid_targets(labels) for each micro-batch).",
-        )
-        if n < 1:
-            raise ValueError(f"num_items must be a positive count of valid targets; got {n}.")
-        if n < n_valid:
-            raise ValueError(
-                f"num_items must be at least the number of valid targets in this "
-                f"batch ({n_valid}); got {n}. It counts the valid targets of the "
-                "whole accumulated batch, so it can never be smaller than one "
-                "micro-batch's count."
-            )
-        return float(n)
-    if reduction == "mean":
-        if n_valid == 0:
-            raise ValueError(
-                "no valid target: every label after the shift is ignore_index, so the "
-                "mean is 0/0. Check the labels (is everything padding?) or pass "
-                "num_items (the whole accumulated batch's count)."
-            )
-        return float(n_valid)
-    return 1.0
-
-
-def _require_ignore_index(ignore_index) -> int:
-    return require_int_scalar(
-        "ignore_index",
-        ignore_index,
-        tensor_ok=True,
-        hint=f"It is the label value that marks an unscored target "
-        f"(lmcore uses IGNORE_INDEX = {IGNORE_INDEX}).",
-    )
-
-
-def _require_finite(name: str, x: torch.Tensor) -> None:
-    """One pass, no (N, L, V) temporary: NaN shows in both extremes, inf in one of them."""
-    if x.numel() and not bool(torch.isfinite(torch.stack(x.aminmax())).all()):
-        raise ValueError(
-            f"{name} contain NaN or inf; the loss would be NaN. The model's forward "
-            "pass diverged (check the learning rate, the init, or fp16 overflow)."
-        )
 
 
 def causal_lm_loss(
@@ -108,7 +48,7 @@ def causal_lm_loss(
     """
     require_tensor("logits", logits, 3, "(N, L, V)")
     require_float("logits", logits)
-    ignore_index = _require_ignore_index(ignore_index)
+    ignore_index = require_ignore_index(ignore_index)
     shift_logits, shift_labels = shift_for_next_token(logits, labels)
     V = logits.shape[-1]
     if V == 0:
@@ -117,11 +57,11 @@ def causal_lm_loss(
             f"{tuple(logits.shape)}. The last dimension is the vocabulary."
         )
     require_labels_in_range("labels", shift_labels, V, ignore_index)
-    _require_finite("logits", shift_logits)
+    require_finite("logits", shift_logits)
     valid = shift_labels != ignore_index
-    denom = _denominator(reduction, int(valid.sum()), num_items)
+    denom = denominator(reduction, int(valid.sum()), num_items)
     nll = F.cross_entropy(
-        shift_logits.reshape(-1, V).to(_compute_dtype(logits.dtype)),
+        shift_logits.reshape(-1, V).to(compute_dtype(logits.dtype)),
         shift_labels.reshape(-1).long(),
         ignore_index=ignore_index,
         reduction="none",
@@ -144,7 +84,7 @@ class _ChunkedLinearCE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, w, y, chunk_size, ignore_index, scale, need_grad):
-        dt = _compute_dtype(h.dtype)
+        dt = compute_dtype(h.dtype)
         need_h = need_grad and ctx.needs_input_grad[0]
         need_w = need_grad and ctx.needs_input_grad[1]
         idx = (y != ignore_index).nonzero().squeeze(1)
@@ -211,7 +151,7 @@ def chunked_causal_lm_loss(
     require_float("weight", weight)
     require_tensor("labels", labels, 2, "(N, L)")
     require_int("labels", labels)
-    ignore_index = _require_ignore_index(ignore_index)
+    ignore_index = require_ignore_index(ignore_index)
     N, L, D = hidden.shape
     V = weight.shape[0]
     if V == 0:
@@ -242,7 +182,7 @@ def chunked_causal_lm_loss(
     shift_hidden, shift_labels = shift_for_next_token(hidden, labels)  # (N, L-1, D), (N, L-1)
     require_labels_in_range("labels", shift_labels, V, ignore_index)
     y = shift_labels.reshape(-1).long()  # (N * (L-1),)
-    denom = _denominator(reduction, int((y != ignore_index).sum()), num_items)
+    denom = denominator(reduction, int((y != ignore_index).sum()), num_items)
     h = shift_hidden.reshape(-1, D)  # (N * (L-1), D)
     rows = chunk_size or max(1, _CHUNK_ELEMENTS // V)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)

@@ -4,7 +4,8 @@
 ``python -m lmcore.train --preset cpu --out runs/NAME`` (:mod:`lmcore.train.cli`), under
 ``torchrun`` data-parallel. One concept per module:
 
-- :mod:`.loop`: :func:`train` and :class:`TrainResult`
+- :mod:`.loop`: :func:`train`, the loop
+- :mod:`.result`: :class:`TrainResult` and the checks made before a run starts
 - :mod:`.presets`: :class:`TrainConfig`, the named presets, :func:`validate_config`
 - :mod:`.devices`: :func:`pick_device`, :func:`autocast_for`, :func:`cpu_threads`
 - :mod:`.optim`: AdamW groups and the learning-rate schedule
@@ -19,9 +20,10 @@ from .accumulate import NonFiniteLossError, accumulate_gradients
 from .checkpoint import load_checkpoint, load_model, save_checkpoint
 from .devices import autocast_for, cpu_threads, pick_device
 from .evaluation import evaluate
-from .loop import TrainResult, train
+from .loop import train
 from .optim import configure_optimizer, lr_at
 from .presets import PRESETS, TrainConfig, model_config, preset, validate_config
+from .result import TrainResult
 
 __all__ = [
     "train",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter as _now
 
@@ -24,53 +23,15 @@ import torch
 from ..data.corpus import load_corpus
 from ..model import GPT
 from .accumulate import NonFiniteLossError, backward_micro_batches
-from .checkpoint import tokenizer_state
 from .devices import autocast_for, cpu_threads, pick_device
 from .distributed import DistContext, all_reduce_sum, any_rank, setup, teardown, wrap_model
 from .evaluation import evaluate
 from .optim import configure_optimizer, lr_at
 from .presets import TrainConfig, model_config, validate_config
+from .result import TrainResult, check_run_inputs
 from .resume import copy_checkpoint, restore_training_state, save_training_state
 
 __all__ = ["TrainResult", "train"]
-
-
-@dataclass
-class TrainResult:
-    """What :func:`train` returns: the model, one history record per evaluation, why it ended,
-    and the evaluation with the lowest validation loss after step 0 (``best.pt`` with out_dir)."""
-
-    model: GPT
-    history: list = field(default_factory=list)  # dicts: step, tokens, train_loss, val_loss, lr, tokens_per_s
-    status: str = "finished"  # finished | stopped | interrupted | nan
-    message: str = ""
-    corpus: object = None
-    config: TrainConfig | None = None
-    best_step: int | None = None
-    best_val_loss: float | None = None
-    best_path: Path | None = None
-
-
-def _check_inputs(cfg, corpus, model, out_dir):
-    """Everything that can be refused before a run changes any global setting."""
-    for split in ("train", "val"):
-        if next(iter(corpus.eval_batches(split, 1, cfg.block_size, 1)), None) is None:
-            raise ValueError(
-                f"the corpus {getattr(corpus, 'name', '')!r} has too little {split} "
-                f"data for one row of TrainConfig.block_size = {cfg.block_size} "
-                "tokens (plus one target); use a smaller block_size or more text."
-            )
-    if model is not None and (model.config.vocab_size, model.config.block_size) != (
-        corpus.vocab_size,
-        cfg.block_size,
-    ):
-        raise ValueError(
-            f"model has vocab_size {model.config.vocab_size} and block_size "
-            f"{model.config.block_size}; the corpus and TrainConfig need "
-            f"{corpus.vocab_size} and {cfg.block_size}."
-        )
-    if out_dir is not None:
-        tokenizer_state(corpus.tokenizer)  # refuse now, not after the run, if undescribable
 
 
 def train(
@@ -97,7 +58,7 @@ def train(
     cfg = validate_config(config)
     corpus = corpus if corpus is not None else load_corpus(cfg.corpus)
     out_dir = Path(out_dir) if out_dir is not None else None
-    _check_inputs(cfg, corpus, model, out_dir)
+    check_run_inputs(cfg, corpus, model, out_dir)
     old_precision = torch.get_float32_matmul_precision()
     threads = contextlib.ExitStack()
     ctx = DistContext()
