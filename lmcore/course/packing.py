@@ -1,18 +1,16 @@
-"""Notebook 06 (packing and boundaries): the four packing policies (and BOS per document), the
-leak measurement on a small seeded GPT and the exercise checkers. The figure is in
-:mod:`lmcore.course.packing_views`; chat (answer-only) labels for one turn and many in
-:mod:`lmcore.course.packing_chat`.
+"""Notebook 06 (packing and boundaries): the toy vocabulary, the four packing policies (and BOS
+per document) and the exercise checkers. The leak measurements are in
+:mod:`lmcore.course.packing_leak`, the figure in :mod:`lmcore.course.packing_views`; chat
+(answer-only) labels for one turn and many in :mod:`lmcore.course.packing_chat`.
 
-A policy is one of :data:`POLICIES`. :func:`pack_with_policy` builds its tensors and
-:func:`measure_packing_leak` measures how far document B's logits move when document A changes;
-the notebook's widget only wires a dropdown to them and to the figure.
+A policy is one of :data:`POLICIES`; :func:`pack_with_policy` builds its tensors, and the
+notebook's widget only wires a dropdown to them, to the measured leaks and to the figure.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..model import GPT
 from ..shift import (
     IGNORE_INDEX,
     document_causal_mask,
@@ -21,7 +19,7 @@ from ..shift import (
     pack_documents,
 )
 from .checks import Case, check
-from .toys import BOS, EOS, PAD, WordTokenizer, toy_gpt
+from .toys import BOS, EOS, PAD, WordTokenizer
 
 __all__ = [
     "TOKENIZER",
@@ -37,10 +35,6 @@ __all__ = [
     "decode",
     "pack_with_policy",
     "pack_with_bos",
-    "leak_model",
-    "measure_packing_leak",
-    "rotary_leak",
-    "policy_leaks",
     "check_mask_cross_document_targets",
     "check_document_causal_mask",
 ]
@@ -125,99 +119,6 @@ def pack_with_policy(documents=None, block_size: int = 14, policy: str = "block_
         "position_ids": positions,
         "attention": attention,
         "crossing": crossing,
-    }
-
-
-def leak_model(seed: int = 0) -> GPT:
-    """A seeded 2-layer GPT (:func:`lmcore.course.toys.toy_gpt`) in float64, eval mode: a leak
-    of 0 reads about 1e-16, far below the 3 decimals the notebook prints (checked under
-    ATEN_CPU_CAPABILITY=default and avx2)."""
-    return toy_gpt(
-        len(VOCAB), block_size=32, n_layer=2, n_embd=32, init_std=0.2, dtype=torch.float64, seed=seed
-    )
-
-
-@torch.no_grad()
-def measure_packing_leak(
-    model=None,
-    *,
-    eos: bool = True,
-    block_diagonal: bool = False,
-    reset_positions: bool = False,
-    a: str = "the cat sat on the mat",
-    a_changed: str = "a bird sings",
-    b: str = "dogs run fast",
-) -> float:
-    """max |Δ logits| over document B's positions when document A (packed before B in the same
-    row) is replaced by a different, shorter document. 0 means B cannot tell what preceded it."""
-    if not eos and (block_diagonal or reset_positions):
-        raise ValueError("block_diagonal and reset_positions need eos=True (packed with EOS).")
-    model = model if model is not None else leak_model()
-    out = []
-    for first in (a, a_changed):
-        p = pack_with_policy([first, b], 16, "block_diagonal" if eos else "no_eos")
-        logits = model(
-            p["input_ids"],
-            document_ids=p["document_ids"] if block_diagonal else None,
-            position_ids=p["position_ids"] if reset_positions else None,
-        )
-        out.append(logits[p["document_ids"] == 1])  # (tokens of B, V)
-    return float((out[0] - out[1]).abs().max())
-
-
-def _rotate(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding (RoPE) of x (L, D) at integer positions pos (L,)."""
-    half = x.shape[-1] // 2
-    angle = pos[:, None].double() * 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()], -1)
-
-
-@torch.no_grad()
-def rotary_leak(
-    *,
-    block_diagonal: bool,
-    a: str = "the cat sat on the mat",
-    a_changed: str = "a bird sings",
-    b: str = "dogs run fast",
-    seed: int = 0,
-) -> float:
-    """The leak of :func:`measure_packing_leak` for one seeded float64 attention layer with rotary
-    positions at the row's absolute indices (never reset): queries and keys are rotated by their
-    position, so a score depends only on the distance between query and key."""
-    g = torch.Generator().manual_seed(seed)
-    D = 16
-    E, Wq, Wk, Wv = (
-        torch.randn(*shape, generator=g, dtype=torch.float64)
-        for shape in ((len(VOCAB), D), (D, D), (D, D), (D, D))
-    )
-    out = []
-    for first in (a, a_changed):
-        p = pack_with_policy([first, b], 16, "block_diagonal")
-        x, doc = E[p["input_ids"][0]], p["document_ids"]
-        pos = torch.arange(x.shape[0])
-        q, k = _rotate(x @ Wq, pos), _rotate(x @ Wk, pos)
-        allowed = (
-            document_causal_mask(doc)[0]
-            if block_diagonal
-            else torch.ones(len(pos), len(pos), dtype=torch.bool).tril()
-        )
-        att = (q @ k.T / D**0.5).masked_fill(~allowed, float("-inf")).softmax(-1)
-        out.append((att @ (x @ Wv))[doc[0] == 1])
-    return float((out[0] - out[1]).abs().max())
-
-
-def policy_leaks(model=None) -> dict:
-    """The leak under each policy, plus the two halves of the last one on their own."""
-    model = model if model is not None else leak_model()
-    eos = measure_packing_leak(model)
-    return {
-        "no_eos": measure_packing_leak(model, eos=False),
-        "eos": eos,
-        "eos_masked": eos,
-        "block_diagonal": measure_packing_leak(model, block_diagonal=True, reset_positions=True),
-        "positions_reset_only": measure_packing_leak(model, reset_positions=True),
-        "block_diagonal_only": measure_packing_leak(model, block_diagonal=True),
     }
 
 

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore import IGNORE_INDEX  # noqa: E402
 from lmcore.course import packing as K  # noqa: E402
+from lmcore.course import packing_leak as KL  # noqa: E402
 from lmcore.course import packing_views as KV  # noqa: E402
 
 
@@ -60,16 +61,16 @@ def test_pack_with_policy_against_a_hand_built_row(policy):
 
 
 def test_leak_is_zero_only_with_block_diagonal_attention_and_position_reset():
-    leaks = K.policy_leaks()
+    leaks = KL.policy_leaks()
     assert leaks["block_diagonal"] < 1e-12
     for name in ("no_eos", "eos", "eos_masked", "positions_reset_only", "block_diagonal_only"):
         assert leaks[name] > 1e-2, name
     with pytest.raises(ValueError, match="eos=True"):
-        K.measure_packing_leak(eos=False, block_diagonal=True)
+        KL.measure_packing_leak(eos=False, block_diagonal=True)
 
 
 def test_leak_measures_document_b_logits_directly():
-    model = K.leak_model()
+    model = KL.leak_model()
     with torch.no_grad():
         b = model(torch.tensor([K.encode("dogs run fast")]))[0]
         ab = model(torch.tensor([K.encode("the cat sat on the mat EOS dogs run fast")]))[0, 7:]
@@ -135,18 +136,18 @@ def test_check_document_causal_mask(capsys):
 
 
 def test_rotary_positions_need_only_the_block_diagonal_mask():
-    assert K.rotary_leak(block_diagonal=True) < 1e-9
-    assert K.rotary_leak(block_diagonal=False) > 0.1
+    assert KL.rotary_leak(block_diagonal=True) < 1e-9
+    assert KL.rotary_leak(block_diagonal=False) > 0.1
     # the rotation against complex multiplication: (x1 + i x2) e^{i pos theta}
     g = torch.Generator().manual_seed(0)
     x, pos = torch.randn(6, 8, generator=g, dtype=torch.float64), torch.arange(6) + 3
     theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
     z = torch.complex(x[:, :4], x[:, 4:]) * torch.exp(1j * pos[:, None] * theta)
-    assert torch.allclose(K._rotate(x, pos), torch.cat([z.real, z.imag], -1), atol=1e-12)
+    assert torch.allclose(KL._rotate(x, pos), torch.cat([z.real, z.imag], -1), atol=1e-12)
     # a score depends only on the distance between query and key
     q, k = (
         torch.randn(6, 8, generator=g, dtype=torch.float64),
         torch.randn(6, 8, generator=g, dtype=torch.float64),
     )
-    scores = [K._rotate(q, torch.arange(6) + s) @ K._rotate(k, torch.arange(6) + s).T for s in (0, 7)]
+    scores = [KL._rotate(q, torch.arange(6) + s) @ KL._rotate(k, torch.arange(6) + s).T for s in (0, 7)]
     assert torch.allclose(scores[0], scores[1], atol=1e-12)
