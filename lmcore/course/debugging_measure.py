@@ -1,5 +1,6 @@
 """Notebook 07's measurements for what a run_checks row only hints at: the weight of each target
 in a ragged batch, the leak across packed documents, EOS targets and the probability to stop."""
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,9 @@ def weights_by_row(key: str) -> list:
     ``run_checks`` uses for its equal_weights row (real lengths 16, 9, 13), read from the gradient."""
     ids, mask = ragged_batch(V, L, pad_id=PAD, eos_id=EOS)
     w = token_weights(PIPELINES[key].loss_fn, ids, mask, V)
-    return [(int(m.sum()) - 1, Fraction(float(r[r > 0].mean())).limit_denominator(1000))
-            for r, m in zip(w, mask)]
+    return [
+        (int(m.sum()) - 1, Fraction(float(r[r > 0].mean())).limit_denominator(1000)) for r, m in zip(w, mask)
+    ]
 
 
 def packed_leak(key: str = "packed_causal") -> dict:
@@ -31,12 +33,14 @@ def packed_leak(key: str = "packed_causal") -> dict:
     model = train_pipeline(key)[0]
     b = [6, 8, 9, 11, 13, 15]
     rows = [pack_documents([a, b], L, eos_id=EOS, pad_id=PAD) for a in ([9, 11, 13, 15], [8, 10, 12, 14])]
-    where = slice(5, 5 + len(b) + 1)                       # B and its EOS
+    where = slice(5, 5 + len(b) + 1)  # B and its EOS
     out = {}
     with torch.no_grad():
         plain = [model(r.input_ids)[:, where] for r in rows]
-        docs = [model(r.input_ids, document_ids=r.document_ids, position_ids=r.position_ids)[:, where]
-                for r in rows]
+        docs = [
+            model(r.input_ids, document_ids=r.document_ids, position_ids=r.position_ids)[:, where]
+            for r in rows
+        ]
     out["plain causal mask"] = float((plain[0] - plain[1]).abs().max())
     out["document mask"] = float((docs[0] - docs[1]).abs().max())
     return out
@@ -61,5 +65,9 @@ def worse_than_guessing(key: str) -> bool:
     """Verdict: does the trained pipeline's held-out next-token loss end above ln V, the loss of
     a uniform guess? (A model trained to copy its input, or to read the future, ends there.)"""
     honest = train_pipeline(key)[2]
-    return above(f"{key}: held-out next-token loss after {honest[-1][0]} steps", honest[-1][1],
-                 math.log(V), bound_text=f"ln V = {math.log(V):.2f} (a uniform guess)")
+    return above(
+        f"{key}: held-out next-token loss after {honest[-1][0]} steps",
+        honest[-1][1],
+        math.log(V),
+        bound_text=f"ln V = {math.log(V):.2f} (a uniform guess)",
+    )

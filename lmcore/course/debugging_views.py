@@ -2,6 +2,7 @@
 training and of the bugs' signatures, and the pipeline explorer widget. The exercises:
 :mod:`lmcore.course.debugging_exercises`.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,18 +28,28 @@ def plot_pipeline(key: str = "same_position"):
     p, (_, losses, honest) = PIPELINES[key], train_pipeline(key)
     fig, ax = new_figure(width=8.0, height=3.6)
     ax.plot(range(1, len(losses) + 1), losses, color=COLORS["train"], label="loss the pipeline reports")
-    ax.plot([s for s, _ in honest], [h for _, h in honest], "o--", color=COLORS["val"],
-            label="next-token loss, held out")
+    ax.plot(
+        [s for s, _ in honest],
+        [h for _, h in honest],
+        "o--",
+        color=COLORS["val"],
+        label="next-token loss, held out",
+    )
     ax.axhline(math.log(V), color=COLORS["anchor"], ls=":", label="ln V")
-    ax.axhline(entropy_floor(documents(ROWS, seed=99)), color=COLORS["floor"], ls=":",
-               label="entropy floor")
+    ax.axhline(entropy_floor(documents(ROWS, seed=99)), color=COLORS["floor"], ls=":", label="entropy floor")
     failed = diagnose_pipeline(key).failed
     verdict = ("run_checks: fails " + ", ".join(failed)) if failed else "run_checks: all pass"
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (nats)")
     ax.set_title(p.title)
-    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title=verdict,
-                       title_fontsize=8, alignment="left")
+    legend = ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=8,
+        title=verdict,
+        title_fontsize=8,
+        alignment="left",
+    )
     legend.get_title().set_color(COLORS["wrong" if failed else "correct"])
     return fig
 
@@ -79,6 +90,10 @@ def pipeline_explorer(key: str = "same_position"):
         loss_verdict(key)
         print(diagnose_pipeline(key))
 
-    menu = widgets.Dropdown(options=[(p.title, k) for k, p in PIPELINES.items()], value=key,
-                            description="pipeline", layout=widgets.Layout(width="420px"))
+    menu = widgets.Dropdown(
+        options=[(p.title, k) for k, p in PIPELINES.items()],
+        value=key,
+        description="pipeline",
+        layout=widgets.Layout(width="420px"),
+    )
     return widgets.VBox([menu, widgets.interactive_output(draw, {"key": menu})])

@@ -7,6 +7,7 @@
 
 Their plots: :mod:`lmcore.course.exposure_views`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,14 +34,15 @@ def single_mistake_effect(model, ids: torch.Tensor, position: int, *, seed: int 
     g = torch.Generator().manual_seed(seed)
     bad = ids.clone()
     bad[:, position] = (ids[:, position] + torch.randint(1, V, (len(ids),), generator=g).to(ids.device)) % V
-    clean = causal_lm_loss(model(ids).float(), ids, reduction="none")        # (N, L-1)
-    hurt = causal_lm_loss(model(bad).float(), ids, reduction="none")        # same real targets
+    clean = causal_lm_loss(model(ids).float(), ids, reduction="none")  # (N, L-1)
+    hurt = causal_lm_loss(model(bad).float(), ids, reduction="none")  # same real targets
     return (hurt - clean).mean(0).double().cpu().numpy()
 
 
 @torch.no_grad()
-def free_running_loss(model, rows: torch.Tensor, *, prompt_len: int = 8, temperature: float = 1.0,
-                      seed: int = 0) -> dict:
+def free_running_loss(
+    model, rows: torch.Tensor, *, prompt_len: int = 8, temperature: float = 1.0, seed: int = 0
+) -> dict:
     """The model continues the first ``prompt_len`` tokens of each real window ``rows`` (N, L)
     to the full length L (sampling at ``temperature`` from a seeded generator). Entry k-1 of
     ``own`` is the model's mean loss (nats, over rows) on the k-th token *it wrote*, reading its
@@ -48,19 +50,29 @@ def free_running_loss(model, rows: torch.Tensor, *, prompt_len: int = 8, tempera
     the same prompt, reading the real text (teacher forcing). Both have length L - prompt_len.
     """
     if rows.dim() != 2 or not 1 <= prompt_len < rows.shape[1]:
-        raise ValueError(f"rows must be (N, L) with 1 <= prompt_len < L; got {tuple(rows.shape)}, "
-                         f"prompt_len={prompt_len}.")
+        raise ValueError(
+            f"rows must be (N, L) with 1 <= prompt_len < L; got {tuple(rows.shape)}, prompt_len={prompt_len}."
+        )
     if rows.shape[1] > model.config.block_size:
-        raise ValueError(f"rows are {rows.shape[1]} long; the model reads at most "
-                         f"{model.config.block_size} tokens.")
+        raise ValueError(
+            f"rows are {rows.shape[1]} long; the model reads at most {model.config.block_size} tokens."
+        )
     was_training = model.training
     model.eval()
-    own = generate(model, rows[:, :prompt_len], rows.shape[1] - prompt_len, temperature=temperature,
-                   generator=torch.Generator().manual_seed(seed))
-    cut = prompt_len - 1                      # target index of the first generated token
+    own = generate(
+        model,
+        rows[:, :prompt_len],
+        rows.shape[1] - prompt_len,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    cut = prompt_len - 1  # target index of the first generated token
     score = lambda x: causal_lm_loss(model(x).float(), x, reduction="none")[:, cut:].mean(0)
-    out = {"own": score(own).double().cpu().numpy(), "real": score(rows).double().cpu().numpy(),
-           "own_ids": own.cpu()}
+    out = {
+        "own": score(own).double().cpu().numpy(),
+        "real": score(rows).double().cpu().numpy(),
+        "own_ids": own.cpu(),
+    }
     model.train(was_training)
     return out
 
@@ -70,5 +82,7 @@ def growth(curve, first: int = 8, last: int = 16) -> float:
     per-position loss curve rose from the start of the continuation to its end."""
     curve = np.asarray(curve, dtype=np.float64)
     if curve.ndim != 1 or len(curve) < max(first, last):
-        raise ValueError(f"curve must be 1-D with at least {max(first, last)} entries; got shape {curve.shape}.")
+        raise ValueError(
+            f"curve must be 1-D with at least {max(first, last)} entries; got shape {curve.shape}."
+        )
     return float(curve[-last:].mean() - curve[:first].mean())

@@ -1,5 +1,6 @@
 """Notebook 08, section 9: the plots of the exposure-bias measurements of
 :mod:`lmcore.course.exposure`."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,11 @@ def plot_mistake_effect(extra, position: int):
     fig, ax, x = *new_figure(width=7.0, height=3.0), np.arange(1, len(extra) + 1)  # t scores t+1
     ax.bar(x, extra, color=[COLORS["wrong"] if t > position else COLORS["input"] for t in x])
     ax.axvline(position, color=COLORS["ignored"], ls="--", label=f"wrong input at position {position}")
-    ax.set(xlabel="position of the target character", ylabel="extra loss (nats)",
-           title="One wrong input character: the cost on the real text after it")
+    ax.set(
+        xlabel="position of the target character",
+        ylabel="extra loss (nats)",
+        title="One wrong input character: the cost on the real text after it",
+    )
     ax.legend()
     return fig
 

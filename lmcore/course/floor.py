@@ -6,6 +6,7 @@ The floor is exact: :func:`lmcore.data.chat_arithmetic_entropy` for the whole co
 :func:`oracle_probs` (every turn enumerated) for each token, so a trained model's loss can be
 compared with what no model can beat, token by token.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,19 +22,31 @@ from ..data.tokenizers import ChatTokenizer
 from ..perplexity import bits_per_byte
 from .checks import Case, check
 
-__all__ = ["entropy", "kl_divergence", "cross_entropy", "SLOTS", "token_slots", "oracle_probs",
-           "exact_slot_entropy", "floor_config", "train_floor_run", "short_curve", "RANGES",
-           "check_entropy", "check_kl_gap", "check_bits_per_byte"]
+__all__ = [
+    "entropy",
+    "kl_divergence",
+    "cross_entropy",
+    "SLOTS",
+    "token_slots",
+    "oracle_probs",
+    "exact_slot_entropy",
+    "floor_config",
+    "train_floor_run",
+    "short_curve",
+    "RANGES",
+    "check_entropy",
+    "check_kl_gap",
+    "check_bits_per_byte",
+]
 
 TOK = ChatTokenizer()
-SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")   # c: the answer's tokens
-RANGES = (1, 2, 4, 9, 19, 49, 99)                                # operands 0..high in the widget
+SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")  # c: the answer's tokens
+RANGES = (1, 2, 4, 9, 19, 49, 99)  # operands 0..high in the widget
 
 
 def _dist(name, p):
     p = np.asarray(p, dtype=np.float64)
-    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) \
-            or abs(p.sum() - 1) > 1e-9:
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or abs(p.sum() - 1) > 1e-9:
         raise ValueError(f"{name} must be a 1-D probability vector (>= 0, summing to 1); got {p!r}.")
     return p
 
@@ -67,11 +80,12 @@ def kl_divergence(p, q) -> float:
 
 # ---------------------------------------------------------------- the exact per-token floor
 
+
 def token_slots(ids) -> list[str]:
     """The slot of each chat-arithmetic token: ``<user>``, a, op, b, =, <assistant>, c, ., EOS
     (PAD for padding). Works on one turn or a packed stream of several."""
     out, state = [], None
-    for i in (ids.tolist() if hasattr(ids, "tolist") else ids):
+    for i in ids.tolist() if hasattr(ids, "tolist") else ids:
         tok = TOK.VOCAB[i]
         if tok in ("<user>", "PAD", "EOS", "=", "<assistant>", "."):
             state = {"<user>": "a", "=": None, "<assistant>": "c"}.get(tok)
@@ -100,7 +114,7 @@ def oracle_probs(low: int = 0, high: int = 9, ops=("+",)) -> dict:
     Every (a, op, b) is enumerated once (they are equally likely), so this is the model with
     zero KL: its loss on any turn is the floor, token by token.
     """
-    chat_arithmetic_entropy(low=low, high=high, ops=tuple(ops))   # validates the arguments
+    chat_arithmetic_entropy(low=low, high=high, ops=tuple(ops))  # validates the arguments
     counts = defaultdict(Counter)
     for seq in _turns(low, high, tuple(ops)):
         for t in range(1, len(seq)):
@@ -123,16 +137,37 @@ def exact_slot_entropy(low: int = 0, high: int = 9, ops=("+",)) -> dict:
 
 # ---------------------------------------------------------------- the floor run
 
+
 def floor_config(**overrides):
     """The notebook's run: a 2-layer, 32-wide GPT, 300 steps of 64 rows of 32 tokens, on the
     CPU with one thread (a few seconds); every field spelled out, ``overrides`` go on top."""
     from ..train.presets import TrainConfig
 
-    base = dict(corpus="chat-arithmetic", n_layer=2, n_head=2, n_embd=32, block_size=32,
-                dropout=0.0, batch_size=64, grad_accum=1, max_steps=300, lr=1.5e-2, min_lr=1.5e-3,
-                warmup_steps=20, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
-                eval_interval=25, eval_batches=8, seed=0, device="cpu", dtype="float32",
-                compile=False, num_threads=1, progress=False)
+    base = dict(
+        corpus="chat-arithmetic",
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        block_size=32,
+        dropout=0.0,
+        batch_size=64,
+        grad_accum=1,
+        max_steps=300,
+        lr=1.5e-2,
+        min_lr=1.5e-3,
+        warmup_steps=20,
+        weight_decay=0.1,
+        betas=(0.9, 0.99),
+        grad_clip=1.0,
+        eval_interval=25,
+        eval_batches=8,
+        seed=0,
+        device="cpu",
+        dtype="float32",
+        compile=False,
+        num_threads=1,
+        progress=False,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -148,8 +183,9 @@ def _float64_run(corpus, seed: int, overrides: dict):
     return train(cfg, corpus, model=model)
 
 
-def train_floor_run(*, low: int = 0, high: int = 9, ops=("+",), n_documents: int = 4000,
-                    seed: int = 0, **overrides):
+def train_floor_run(
+    *, low: int = 0, high: int = 9, ops=("+",), n_documents: int = 4000, seed: int = 0, **overrides
+):
     """Train on ``n_documents`` chat-arithmetic turns; returns :class:`lmcore.train.TrainResult`
     (its ``corpus`` has the validation turns).
 
@@ -157,8 +193,9 @@ def train_floor_run(*, low: int = 0, high: int = 9, ops=("+",), n_documents: int
     order differs between vector kernels and the run amplifies it), so the notebook checks the
     result against tolerances, not digits.
     """
-    corpus = load_corpus("chat-arithmetic", n_documents=n_documents, seed=seed, low=low,
-                         high=high, ops=tuple(ops))
+    corpus = load_corpus(
+        "chat-arithmetic", n_documents=n_documents, seed=seed, low=low, high=high, ops=tuple(ops)
+    )
     return _float64_run(corpus, seed, overrides)
 
 
@@ -169,8 +206,9 @@ def short_curve(high: int, ops: str = "+", steps: int = 150) -> list:
     """The history of a short floor run on operands 0..high (cached: trained once per setting)."""
     key = (high, ops, steps)
     if key not in _CURVES:
-        _CURVES[key] = train_floor_run(high=high, ops=tuple(ops), max_steps=steps,
-                                       eval_interval=max(1, steps // 10)).history
+        _CURVES[key] = train_floor_run(
+            high=high, ops=tuple(ops), max_steps=steps, eval_interval=max(1, steps // 10)
+        ).history
     return _CURVES[key]
 
 
@@ -180,38 +218,68 @@ def short_curve(high: int, ops: str = "+", steps: int = 150) -> list:
 def _prob_cases(seed: int, pairs: bool) -> list[Case]:
     fixed = [[0.5, 0.25, 0.125, 0.125], [0.1] * 10, [1.0, 0.0, 0.0], [0.7, 0.0, 0.3], [0.5, 0.5]]
     rng = np.random.default_rng(seed)
-    ps = [np.array(p) for p in fixed] + [rng.dirichlet(np.full(k, a)) for k, a in
-                                         ((3, 1.0), (5, 0.3), (8, 2.0), (12, 0.5))]
+    ps = [np.array(p) for p in fixed] + [
+        rng.dirichlet(np.full(k, a)) for k, a in ((3, 1.0), (5, 0.3), (8, 2.0), (12, 0.5))
+    ]
     if not pairs:
         return [Case((p,)) for p in ps]
-    return [Case((p, q)) for p in ps for q in (np.full(p.size, 1 / p.size),
-                                                rng.dirichlet(np.ones(p.size)) * 0.9 + 0.1 / p.size)]
+    return [
+        Case((p, q))
+        for p in ps
+        for q in (np.full(p.size, 1 / p.size), rng.dirichlet(np.ones(p.size)) * 0.9 + 0.1 / p.size)
+    ]
 
 
 def check_entropy(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(p) -> H(p)`` in nats (1-D NumPy probabilities, zeros allowed)."""
-    return check("entropy H(p)", fn, entropy, _prob_cases(0, False), atol=1e-9, rtol=1e-7,
-                 hint="H(p) = -sum p ln p with the natural log (nats, not bits); skip the zero "
-                      "entries (0 ln 0 = 0), e.g. p = p[p > 0].", quiet=quiet)
+    return check(
+        "entropy H(p)",
+        fn,
+        entropy,
+        _prob_cases(0, False),
+        atol=1e-9,
+        rtol=1e-7,
+        hint="H(p) = -sum p ln p with the natural log (nats, not bits); skip the zero "
+        "entries (0 ln 0 = 0), e.g. p = p[p > 0].",
+        quiet=quiet,
+    )
 
 
 def check_kl_gap(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(p, q) -> KL(p || q)`` in nats (q > 0 everywhere, p may have zeros)."""
-    return check("KL gap KL(p || q)", fn, kl_divergence, _prob_cases(1, True), atol=1e-9,
-                 rtol=1e-7, quiet=quiet,
-                 hint="KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
-                      "cross-entropy minus H(p), in nats; skip the entries where p = 0.")
+    return check(
+        "KL gap KL(p || q)",
+        fn,
+        kl_divergence,
+        _prob_cases(1, True),
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+        hint="KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
+        "cross-entropy minus H(p), in nats; skip the entries where p = 0.",
+    )
 
 
 def _bpb_cases() -> list[Case]:
-    return [Case((2.0, 1000, 3940), label="loss 2.0 nats, 1000 tokens, 3940 bytes"),
-            Case((0.545, 8450, 31450)), Case((1.1, 500, 500), label="one byte per token"),
-            Case((3.3, 64, 700)), Case((0.0, 10, 40), label="a perfect model")]
+    return [
+        Case((2.0, 1000, 3940), label="loss 2.0 nats, 1000 tokens, 3940 bytes"),
+        Case((0.545, 8450, 31450)),
+        Case((1.1, 500, 500), label="one byte per token"),
+        Case((3.3, 64, 700)),
+        Case((0.0, 10, 40), label="a perfect model"),
+    ]
 
 
 def check_bits_per_byte(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(mean_loss_nats, n_tokens, n_bytes) -> bits per byte`` against
     :func:`lmcore.perplexity.bits_per_byte`."""
-    return check("bits per byte", fn, lambda m, n, b: bits_per_byte(m * n, b), _bpb_cases(),
-                 atol=1e-9, rtol=1e-7, quiet=quiet,
-                 hint="total bits = mean loss x tokens / ln 2; then divide by the bytes.")
+    return check(
+        "bits per byte",
+        fn,
+        lambda m, n, b: bits_per_byte(m * n, b),
+        _bpb_cases(),
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+        hint="total bits = mean loss x tokens / ln 2; then divide by the bytes.",
+    )

@@ -4,6 +4,7 @@ Every sum of 0..9 + 0..9 occurs in the training turns dozens of times, and the v
 are the same 100 sums, so a low validation loss cannot tell adding from remembering. Here some
 sums (both orders) are kept out of training, and every sum is scored on its own afterwards.
 """
+
 from __future__ import annotations
 
 import random
@@ -28,7 +29,7 @@ def held_out_sums(n_pairs: int = 10, *, seed: int = 0, high: int = 9) -> frozens
 
 
 def _operands(text: str) -> tuple:
-    parts = text.split()              # "<user> a + b = <assistant> c ."
+    parts = text.split()  # "<user> a + b = <assistant> c ."
     return int(parts[1]), int(parts[3])
 
 
@@ -40,8 +41,9 @@ def train_held_out_run(held_out, *, n_documents: int = 4000, seed: int = 0, **ov
     n_val = max(1, round(0.1 * n_documents))
     train_docs = [TOK.encode(t) for t in texts[:-n_val] if _operands(t) not in held_out]
     val_docs = [TOK.encode(t) for t in texts[-n_val:]]
-    corpus = DocumentCorpus("chat-arithmetic", TOK, train_docs + val_docs,
-                            val_fraction=n_val / (len(train_docs) + n_val))
+    corpus = DocumentCorpus(
+        "chat-arithmetic", TOK, train_docs + val_docs, val_fraction=n_val / (len(train_docs) + n_val)
+    )
     assert len(corpus.val) == n_val, "the validation split must be exactly the last turns"
     return _float64_run(corpus, seed, overrides)
 
@@ -59,13 +61,13 @@ def answer_scores(model, *, high: int = 9) -> dict:
         for b in range(high + 1):
             ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [TOK.eos_id]
             x = torch.tensor([ids], device=next(model.parameters()).device)
-            logits = model(x)[0, :-1].double()                         # (L-1, V): target t+1
-            start = ids.index(TOK.stoi["<assistant>"])                 # logits here predict c's 1st
+            logits = model(x)[0, :-1].double()  # (L-1, V): target t+1
+            start = ids.index(TOK.stoi["<assistant>"])  # logits here predict c's 1st
             ans = slice(start, start + len(str(a + b)))
             nll = -torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), x[0, 1:]]
-            correct = bool((logits[start:ans.stop + 1].argmax(-1) == x[0, start + 1:ans.stop + 2]).all())
-            seq, digits = ids[:start + 1], ""
-            for _ in range(3):                                         # greedy: its digits
+            correct = bool((logits[start : ans.stop + 1].argmax(-1) == x[0, start + 1 : ans.stop + 2]).all())
+            seq, digits = ids[: start + 1], ""
+            for _ in range(3):  # greedy: its digits
                 nxt = int(model(torch.tensor([seq], device=x.device))[0, -1].argmax())
                 if not TOK.VOCAB[nxt].isdigit():
                     break
@@ -89,11 +91,19 @@ def compare_seen_and_held_out(scores: dict, held_out) -> dict:
     held = np.array([(int(a), int(b)) in held_out for a, b in zip(scores["a"], scores["b"])])
     out = {}
     for name, sel in (("seen", ~held), ("held_out", held)):
-        wrong = [(int(a), int(b), str(g)) for a, b, g, ok in
-                 zip(scores["a"][sel], scores["b"][sel], scores["greedy"][sel], scores["correct"][sel])
-                 if not ok]
-        out[name] = {"n": int(sel.sum()), "answer_nll": float(scores["answer_nll"][sel].mean()),
-                     "correct": float(scores["correct"][sel].mean()), "wrong": wrong}
+        wrong = [
+            (int(a), int(b), str(g))
+            for a, b, g, ok in zip(
+                scores["a"][sel], scores["b"][sel], scores["greedy"][sel], scores["correct"][sel]
+            )
+            if not ok
+        ]
+        out[name] = {
+            "n": int(sel.sum()),
+            "answer_nll": float(scores["answer_nll"][sel].mean()),
+            "correct": float(scores["correct"][sel].mean()),
+            "wrong": wrong,
+        }
     misses = out["held_out"]["wrong"]
     close = [g.isdigit() and abs(int(g) - (a + b)) <= 1 for a, b, g in misses]
     out["near_misses"] = float(np.mean(close)) if close else float("nan")

@@ -1,6 +1,7 @@
 """Notebook 09's pictures and widget: the floor run against H(p), the per-slot breakdown, and
 the operand-range explorer (a short cached run per setting, :func:`lmcore.course.floor.short_curve`,
 against its exact floor)."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,15 @@ def plot_loss_floor(history, floor: float, *, ln_v: float | None = None, title: 
     if ln_v is not None:
         ax.axhline(ln_v, color=COLORS["anchor"], lw=1, ls=":", label=f"ln V = {ln_v:.2f}")
     ax.fill_between(steps, floor, val, color=COLORS["val"], alpha=0.12)
-    ax.annotate(f"gap {val[-1] - floor:+.3f}", xy=(steps[-1], val[-1]), ha="right", va="bottom",
-                xytext=(0, 8), textcoords="offset points", fontsize=9)
+    ax.annotate(
+        f"gap {val[-1] - floor:+.3f}",
+        xy=(steps[-1], val[-1]),
+        ha="right",
+        va="bottom",
+        xytext=(0, 8),
+        textcoords="offset points",
+        fontsize=9,
+    )
     ax.set_ylim(0, max(max(val), ln_v or 0) * 1.08)
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("loss per target (nats)")
@@ -39,12 +47,19 @@ def plot_slot_breakdown(rows, *, title: str | None = None):
     """Bars: the model's mean NLL per slot (or role); black ticks: the exact entropy there."""
     fig, ax = new_figure(width=6.4, height=3.4)
     names = [r[0] for r in rows]
-    colors = [COLORS["input"] if ROLES.get(n) == "prompt digits" or n == "prompt digits"
-              else COLORS["target"] if n in ("c", "answer") else COLORS["ignored"] for n in names]
+    colors = [
+        COLORS["input"]
+        if ROLES.get(n) == "prompt digits" or n == "prompt digits"
+        else COLORS["target"]
+        if n in ("c", "answer")
+        else COLORS["ignored"]
+        for n in names
+    ]
     bars = ax.bar(names, [r[2] for r in rows], color=colors, label="model (validation)")
     ax.bar_label(bars, labels=[f"{r[2]:.2f}" for r in rows], padding=2, fontsize=8)
-    ax.scatter(names, [r[3] for r in rows], marker="_", s=900, color="black", zorder=3,
-               label="exact entropy H")
+    ax.scatter(
+        names, [r[3] for r in rows], marker="_", s=900, color="black", zorder=3, label="exact entropy H"
+    )
     ax.set_ylim(0, max(max(r[2] for r in rows), math.log(10)) * 1.2)
     ax.set_ylabel("mean NLL per token (nats)")
     ax.set_title(title or "Random prompt digits stay at ln 10; the rest goes to 0")
@@ -59,20 +74,33 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
     floor = chat_arithmetic_entropy(high=high, ops=tuple(ops))
     fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.6)
     steps_ = [h["step"] for h in history]
-    ax.plot(steps_, [h["val_loss"] for h in history], "o-", ms=3, color=COLORS["val"],
-            label="validation loss")
+    ax.plot(
+        steps_, [h["val_loss"] for h in history], "o-", ms=3, color=COLORS["val"], label="validation loss"
+    )
     ax.axhline(floor, color=COLORS["floor"], lw=2, ls="--", label=f"H(p) = {floor:.3f}")
     ax.set_ylim(0, max(h["val_loss"] for h in history) * 1.08)
-    ax.set(xlabel="optimiser step", ylabel="nats per target",
-           title=f"operands 0..{high}, ops {' '.join(ops)}: gap {history[-1]['val_loss'] - floor:+.2f}")
+    ax.set(
+        xlabel="optimiser step",
+        ylabel="nats per target",
+        title=f"operands 0..{high}, ops {' '.join(ops)}: gap {history[-1]['val_loss'] - floor:+.2f}",
+    )
     ax.legend(fontsize=8)
     for o, style in (("+", "-"), ("+-*", "--")):
-        bx.plot(RANGES, [chat_arithmetic_entropy(high=h, ops=tuple(o)) for h in RANGES], style,
-                marker=".", color=COLORS["floor"], label=f"ops {' '.join(o)}")
+        bx.plot(
+            RANGES,
+            [chat_arithmetic_entropy(high=h, ops=tuple(o)) for h in RANGES],
+            style,
+            marker=".",
+            color=COLORS["floor"],
+            label=f"ops {' '.join(o)}",
+        )
     bx.plot([high], [floor], "o", ms=9, color=COLORS["wrong"])
     bx.set_xscale("log")
-    bx.set(xlabel="largest operand (log scale)", ylabel="floor H(p), nats per target",
-           title="Wider ranges, higher floor")
+    bx.set(
+        xlabel="largest operand (log scale)",
+        ylabel="floor H(p), nats per target",
+        title="Wider ranges, higher floor",
+    )
     bx.legend(fontsize=8)
     return fig
 
@@ -82,8 +110,9 @@ def floor_explorer(history=None, *, steps: int = 150):
     for 0..9 with "+" (the notebook's run); other settings train a short run once (seconds)."""
     import ipywidgets as widgets
 
-    high = widgets.SelectionSlider(options=[(f"0..{h}", h) for h in RANGES], value=9,
-                                   description="operands", continuous_update=False)
+    high = widgets.SelectionSlider(
+        options=[(f"0..{h}", h) for h in RANGES], value=9, description="operands", continuous_update=False
+    )
     ops = widgets.ToggleButtons(options=["+", "+-*"], value="+", description="ops")
 
     def draw(high, ops):

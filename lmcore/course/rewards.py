@@ -7,6 +7,7 @@ Each world is a :class:`lmcore.data.DocumentCorpus` of short word-level document
 EOS 1); a probe reads the model's distribution at the answer position, so every claim of the
 notebook is a measurement on a model that :func:`lmcore.train.train` trained.
 """
+
 from __future__ import annotations
 
 import random
@@ -19,14 +20,26 @@ from ..data import DocumentCorpus
 from .checks import Case, check
 from .toys import WordTokenizer
 
-__all__ = ["World", "city_world", "parent_world", "tiny_config", "train_tiny", "expected_epochs",
-           "answer_log_probs", "answer_nll", "set_nll", "group_means", "check_set_nll"]
+__all__ = [
+    "World",
+    "city_world",
+    "parent_world",
+    "tiny_config",
+    "train_tiny",
+    "expected_epochs",
+    "answer_log_probs",
+    "answer_nll",
+    "set_nll",
+    "group_means",
+    "check_set_nll",
+]
 
 
 @dataclass
 class World:
     """A corpus of facts: ``truth`` maps each prompt to its correct answers, ``groups`` names
     the prompts of each kind, ``copies`` says how often each prompt's document occurs."""
+
     corpus: DocumentCorpus
     truth: dict
     groups: dict
@@ -39,15 +52,21 @@ class World:
 
 def _corpus(name, tok, train_texts, val_texts, seed) -> DocumentCorpus:
     random.Random(seed).shuffle(train_texts)
-    corpus = DocumentCorpus(name, tok, [tok.encode(t) for t in train_texts + val_texts],
-                            val_fraction=0.5)
-    corpus.train = corpus.documents[:len(train_texts)]
-    corpus.val = corpus.documents[len(train_texts):]
+    corpus = DocumentCorpus(name, tok, [tok.encode(t) for t in train_texts + val_texts], val_fraction=0.5)
+    corpus.train = corpus.documents[: len(train_texts)]
+    corpus.val = corpus.documents[len(train_texts) :]
     return corpus
 
 
-def city_world(*, n_common: int = 20, n_rare: int = 20, n_two_homes: int = 2, copies: int = 600,
-               n_cities: int = 10, seed: int = 0) -> World:
+def city_world(
+    *,
+    n_common: int = 20,
+    n_rare: int = 20,
+    n_two_homes: int = 2,
+    copies: int = 600,
+    n_cities: int = 10,
+    seed: int = 0,
+) -> World:
     """``P<i> lives_in C<j> .``: common people occur ``copies`` times, rare ones once, and each
     person with two homes ``copies`` times, half with each city (both answers are true)."""
     for name, v in (("n_common", n_common), ("n_rare", n_rare), ("n_two_homes", n_two_homes)):
@@ -69,8 +88,11 @@ def city_world(*, n_common: int = 20, n_rare: int = 20, n_two_homes: int = 2, co
         n = 1 if prompt.split()[0] in rare else copies
         count[prompt] = n
         docs += [f"{prompt} {answers[k % len(answers)]} ." for k in range(n)]
-    groups = {"common": [f"{p} lives_in" for p in common], "rare": [f"{p} lives_in" for p in rare],
-              "two homes": [f"{q} lives_in" for q in two]}
+    groups = {
+        "common": [f"{p} lives_in" for p in common],
+        "rare": [f"{p} lives_in" for p in rare],
+        "two homes": [f"{q} lives_in" for q in two],
+    }
     val = [f"{p} {a[0]} ." for p, a in truth.items()]
     return World(_corpus("city world", tok, docs, val, seed), truth, groups, count)
 
@@ -81,17 +103,20 @@ def parent_world(*, n_pairs: int = 30, n_both: int = 15, copies: int = 20, seed:
     require_int_scalar("n_pairs", n_pairs, min=2)
     require_int_scalar("n_both", n_both, min=1, max=n_pairs - 1)
     require_int_scalar("copies", copies, min=1)
-    tok = WordTokenizer([f"A{i}" for i in range(n_pairs)] + [f"B{i}" for i in range(n_pairs)]
-                        + ["parent", "child", "."])
+    tok = WordTokenizer(
+        [f"A{i}" for i in range(n_pairs)] + [f"B{i}" for i in range(n_pairs)] + ["parent", "child", "."]
+    )
     forward = {f"A{i} parent": [f"B{i}"] for i in range(n_pairs)}
     reverse = {f"B{i} child": [f"A{i}"] for i in range(n_pairs)}
     seen = list(reverse)[:n_both]
     docs = [f"{p} {a[0]} ." for p, a in forward.items()] * copies
     docs += [f"{p} {reverse[p][0]} ." for p in seen] * copies
-    groups = {"forward": list(forward), "reverse, trained": seen,
-              "reverse, never trained": list(reverse)[n_both:]}
-    return World(_corpus("parent world", tok, docs, docs[:n_pairs], seed), {**forward, **reverse},
-                 groups)
+    groups = {
+        "forward": list(forward),
+        "reverse, trained": seen,
+        "reverse, never trained": list(reverse)[n_both:],
+    }
+    return World(_corpus("parent world", tok, docs, docs[:n_pairs], seed), {**forward, **reverse}, groups)
 
 
 def tiny_config(**overrides):
@@ -99,11 +124,31 @@ def tiny_config(**overrides):
     one CPU thread, float32 (every field spelled out; ``overrides`` go on top)."""
     from ..train.presets import TrainConfig
 
-    base = dict(corpus="synthetic", n_layer=2, n_head=2, n_embd=32, block_size=32, dropout=0.0,
-                batch_size=16, grad_accum=1, max_steps=300, lr=2e-2, min_lr=2e-3, warmup_steps=20,
-                weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_interval=1000,
-                eval_batches=2, seed=0, device="cpu", dtype="float32", compile=False,
-                num_threads=1, progress=False)
+    base = dict(
+        corpus="synthetic",
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        block_size=32,
+        dropout=0.0,
+        batch_size=16,
+        grad_accum=1,
+        max_steps=300,
+        lr=2e-2,
+        min_lr=2e-3,
+        warmup_steps=20,
+        weight_decay=0.1,
+        betas=(0.9, 0.99),
+        grad_clip=1.0,
+        eval_interval=1000,
+        eval_batches=2,
+        seed=0,
+        device="cpu",
+        dtype="float32",
+        compile=False,
+        num_threads=1,
+        progress=False,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -148,10 +193,14 @@ def set_nll(logits, acceptable) -> float:
     """
     z = require_tensor("logits", logits, 1, "(V,)").double()
     ids = list(acceptable)
-    if not ids or len(set(ids)) != len(ids) or any(
-            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(z) for i in ids):
-        raise ValueError(f"acceptable must be a non-empty list of distinct token ids in "
-                         f"[0, {len(z)}); got {acceptable!r}.")
+    if (
+        not ids
+        or len(set(ids)) != len(ids)
+        or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(z) for i in ids)
+    ):
+        raise ValueError(
+            f"acceptable must be a non-empty list of distinct token ids in [0, {len(z)}); got {acceptable!r}."
+        )
     return float(torch.logsumexp(z, 0) - torch.logsumexp(z[ids], 0))
 
 
@@ -165,13 +214,15 @@ def group_means(nll: dict) -> dict:
 
 # ---------------------------------------------------------------- exercise checker
 
+
 def _set_cases() -> list[Case]:
     g = torch.Generator().manual_seed(10)
-    cases = [Case((torch.tensor([2.0, 1.0, 0.0]), [1]), label="logits [2, 1, 0], acceptable [1]"),
-             Case((torch.tensor([2.0, 1.0, 0.0]), [0, 1]), label="logits [2, 1, 0], acceptable [0, 1]"),
-             Case((torch.tensor([0.0, 5.0, 5.0, -2.0]), [2, 1]),
-                  label="two equally likely right answers [2, 1]"),
-             Case((torch.tensor([1000.0, 999.0, 0.0]), [1, 2]), label="logits near 1000")]
+    cases = [
+        Case((torch.tensor([2.0, 1.0, 0.0]), [1]), label="logits [2, 1, 0], acceptable [1]"),
+        Case((torch.tensor([2.0, 1.0, 0.0]), [0, 1]), label="logits [2, 1, 0], acceptable [0, 1]"),
+        Case((torch.tensor([0.0, 5.0, 5.0, -2.0]), [2, 1]), label="two equally likely right answers [2, 1]"),
+        Case((torch.tensor([1000.0, 999.0, 0.0]), [1, 2]), label="logits near 1000"),
+    ]
     for v, k in ((6, 2), (10, 3), (20, 5), (7, 1)):
         z = torch.randn(v, generator=g, dtype=torch.float64) * 3
         ids = torch.randperm(v, generator=g)[:k].tolist()
@@ -181,7 +232,15 @@ def _set_cases() -> list[Case]:
 
 def check_set_nll(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(logits (V,), acceptable ids) -> -ln(total probability of the acceptable ids)``."""
-    return check("loss with several right answers", fn, set_nll, _set_cases(), atol=1e-6, rtol=1e-6,
-                 quiet=quiet, hint="add the probabilities of the acceptable answers first, then "
-                 "take -ln of the sum (a log-sum-exp over those logits minus the one over all); "
-                 "stay stable for logits near 1000.")
+    return check(
+        "loss with several right answers",
+        fn,
+        set_nll,
+        _set_cases(),
+        atol=1e-6,
+        rtol=1e-6,
+        quiet=quiet,
+        hint="add the probabilities of the acceptable answers first, then "
+        "take -ln of the sum (a log-sum-exp over those logits minus the one over all); "
+        "stay stable for logits near 1000.",
+    )

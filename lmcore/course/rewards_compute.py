@@ -2,6 +2,7 @@
 PyTorch's FLOP counter), how many targets a causal and a masked LM get per sequence, and the
 extra loss after one wrong token in the prefix (exposure bias) at any temperature.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,8 +14,9 @@ __all__ = ["training_flops", "supervised_targets", "counted_train_flops", "injec
 
 def training_flops(n_params: int, n_tokens: int) -> int:
     """C = 6 N D: forward (2 per parameter per token) plus backward (4)."""
-    return 6 * require_int_scalar("n_params", n_params, min=0) * require_int_scalar(
-        "n_tokens", n_tokens, min=0)
+    return (
+        6 * require_int_scalar("n_params", n_params, min=0) * require_int_scalar("n_tokens", n_tokens, min=0)
+    )
 
 
 def supervised_targets(length: int, objective: str = "causal", mask_rate: float = 0.15) -> float:
@@ -42,8 +44,9 @@ def counted_train_flops(model, input_ids) -> int:
 
 
 @torch.no_grad()
-def injected_error_gap(model, rows, *, at: int, horizon: int = 5, temperature: float = 1.0,
-                       seed: int = 0) -> dict:
+def injected_error_gap(
+    model, rows, *, at: int, horizon: int = 5, temperature: float = 1.0, seed: int = 0
+) -> dict:
     """Loss of the ``horizon`` true tokens after position ``at``, with the true prefix
     (``"clean"``) and with the token at ``at`` replaced by a random wrong one
     (``"corrupted"``): two (horizon,) means over the rows (N, L), under
@@ -60,7 +63,7 @@ def injected_error_gap(model, rows, *, at: int, horizon: int = 5, temperature: f
     model.eval()
     out = {}
     for name, x in (("clean", rows), ("corrupted", bad)):
-        lp = torch.log_softmax(model(x).double() / t, dim=-1)[:, at:at + horizon]   # (N, h, V)
-        out[name] = -lp.gather(2, rows[:, at + 1:at + 1 + horizon, None])[..., 0].mean(0)
+        lp = torch.log_softmax(model(x).double() / t, dim=-1)[:, at : at + horizon]  # (N, h, V)
+        out[name] = -lp.gather(2, rows[:, at + 1 : at + 1 + horizon, None])[..., 0].mean(0)
     model.train(was)
     return out

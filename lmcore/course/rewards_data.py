@@ -5,6 +5,7 @@ context-coverage exercise checker.
 The counts are closed forms; the tests rebuild the same batches with :mod:`lmcore.shift`
 (``labels_from_attention_mask``, ``pack_documents``) and count their valid targets.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,16 @@ from ..loss import causal_lm_loss
 from .checks import Case, check
 from .rewards import train_tiny
 
-__all__ = ["context_coverage", "document_lengths", "valid_targets", "valid_target_ratio",
-           "BLOCK_SIZES", "text_run", "split_loss", "check_context_coverage"]
+__all__ = [
+    "context_coverage",
+    "document_lengths",
+    "valid_targets",
+    "valid_target_ratio",
+    "BLOCK_SIZES",
+    "text_run",
+    "split_loss",
+    "check_context_coverage",
+]
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 
@@ -65,13 +74,13 @@ def valid_targets(lengths, block_size: int, policy: str = "pad") -> tuple[int, i
         rows = valid = 0
         for n in lengths:
             r = math.ceil((n + 1) / L)
-            rows, valid = rows + r, valid + (n + 1) - r      # each row loses its first token
+            rows, valid = rows + r, valid + (n + 1) - r  # each row loses its first token
         return valid, rows * (L - 1)
     total = sum(n + 1 for n in lengths)
     rows = math.ceil(total / L)
     start, crossings = 0, 0
     for n in lengths:
-        crossings += start % L != 0                            # a new document inside a row
+        crossings += start % L != 0  # a new document inside a row
         start += n + 1
     return total - rows - crossings, rows * (L - 1)
 
@@ -83,6 +92,7 @@ def valid_target_ratio(lengths, block_size: int, policy: str = "pad") -> float:
 
 
 # ---------------------------------------------------------------- duplicated data
+
 
 @lru_cache(maxsize=1)
 def _python_docs():
@@ -103,7 +113,7 @@ def text_run(train_ids: torch.Tensor, *, steps: int = 200, seed: int = 0, **over
 def split_loss(model, ids: torch.Tensor, *, rows: int = 64) -> float:
     """Mean loss per target over the first ``rows`` consecutive rows of ``ids`` (no overlap)."""
     L = model.config.block_size
-    x = ids[:rows * L].view(-1, L)
+    x = ids[: rows * L].view(-1, L)
     was = model.training
     model.eval()
     out = float(causal_lm_loss(model(x), x))
@@ -113,16 +123,36 @@ def split_loss(model, ids: torch.Tensor, *, rows: int = 64) -> float:
 
 # ---------------------------------------------------------------- exercise checker
 
+
 def _coverage_cases() -> list[Case]:
-    pairs = [(8, 3), (8, 1), (8, 0), (8, 7), (8, 8), (8, 20), (64, 32), (2048, 1000), (2, 1),
-             (1024, 513), (16, 15), (128, 100)]
+    pairs = [
+        (8, 3),
+        (8, 1),
+        (8, 0),
+        (8, 7),
+        (8, 8),
+        (8, 20),
+        (64, 32),
+        (2048, 1000),
+        (2, 1),
+        (1024, 513),
+        (16, 15),
+        (128, 100),
+    ]
     return [Case((L, k), label=f"block_size={L}, k={k}") for L, k in pairs]
 
 
 def check_context_coverage(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(block_size, k) -> share of a row's targets with at least k tokens of context``."""
-    return check("context coverage", fn, context_coverage, _coverage_cases(), atol=1e-12,
-                 rtol=1e-9, quiet=quiet,
-                 hint="a row of L tokens has L - 1 targets; the target at position t sees t "
-                      "earlier tokens (t = 1 .. L - 1). Count those with t >= k, and never "
-                      "return less than 0.")
+    return check(
+        "context coverage",
+        fn,
+        context_coverage,
+        _coverage_cases(),
+        atol=1e-12,
+        rtol=1e-9,
+        quiet=quiet,
+        hint="a row of L tokens has L - 1 targets; the target at position t sees t "
+        "earlier tokens (t = 1 .. L - 1). Count those with t >= k, and never "
+        "return less than 0.",
+    )

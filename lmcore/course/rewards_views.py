@@ -1,6 +1,7 @@
 """Notebook 10's pictures and widget: answer losses per kind of fact, the data-policy explorer
 (block length and context needed -> coverage; padded vs packed batches), the duplicated-data
 curves and the reversal bars."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,7 @@ from .rewards_data import BLOCK_SIZES, context_coverage, valid_target_ratio
 from .style import COLORS, new_figure
 from .widgets import live_figure
 
-__all__ = ["plot_answer_losses", "plot_policy", "policy_explorer", "plot_duplicates",
-           "plot_reversal"]
+__all__ = ["plot_answer_losses", "plot_policy", "policy_explorer", "plot_duplicates", "plot_reversal"]
 
 
 def plot_answer_losses(means: dict, *, n_answers: int, title: str | None = None):
@@ -18,10 +18,11 @@ def plot_answer_losses(means: dict, *, n_answers: int, title: str | None = None)
     fig, ax = new_figure(width=6.4, height=3.4)
     names = [g for g in means if g != "all"]
     colors = [COLORS["correct"], COLORS["wrong"], COLORS["floor"], COLORS["input"]]
-    bars = ax.bar(names, [means[g][1] for g in names], color=colors[:len(names)])
+    bars = ax.bar(names, [means[g][1] for g in names], color=colors[: len(names)])
     ax.bar_label(bars, labels=[f"{means[g][1]:.2f}" for g in names], padding=2, fontsize=8)
-    ax.axhline(math.log(n_answers), color=COLORS["anchor"], ls=":",
-               label=f"ln {n_answers}: no idea which city")
+    ax.axhline(
+        math.log(n_answers), color=COLORS["anchor"], ls=":", label=f"ln {n_answers}: no idea which city"
+    )
     ax.axhline(math.log(2), color=COLORS["floor"], ls="--", label="ln 2: two true answers")
     ax.set_ylabel("loss of the answer token (nats)")
     ax.set_title(title or "The same run: common facts learned, rare ones not")
@@ -38,16 +39,31 @@ def plot_policy(block_size: int = 64, k: int = 32, lengths=None):
     ax.plot(js, [context_coverage(block_size, j) for j in js], color=COLORS["input"])
     share = context_coverage(block_size, k)
     ax.plot([k], [share], "o", ms=8, color=COLORS["wrong"])
-    ax.set(xscale="symlog", xlabel="context needed, j tokens", ylim=(0, 1.05),
-           ylabel="share of targets that see >= j", title=f"L = {block_size}: {share:.0%} of "
-           f"targets see {k} tokens")
+    ax.set(
+        xscale="symlog",
+        xlabel="context needed, j tokens",
+        ylim=(0, 1.05),
+        ylabel="share of targets that see >= j",
+        title=f"L = {block_size}: {share:.0%} of targets see {k} tokens",
+    )
     if lengths is not None:
         for policy, style in (("pad", "o-"), ("pack", "s--")):
-            bx.plot(BLOCK_SIZES, [valid_target_ratio(lengths, L, policy) for L in BLOCK_SIZES],
-                    style, ms=4, label=policy, color=COLORS["target" if policy == "pad" else "eos"])
+            bx.plot(
+                BLOCK_SIZES,
+                [valid_target_ratio(lengths, L, policy) for L in BLOCK_SIZES],
+                style,
+                ms=4,
+                label=policy,
+                color=COLORS["target" if policy == "pad" else "eos"],
+            )
         bx.axvline(block_size, color=COLORS["wrong"], lw=1)
-        bx.set(xscale="log", xlabel="block length L", ylabel="valid targets / computed slots",
-               ylim=(0, 1.05), title="Padding wastes compute as L grows")
+        bx.set(
+            xscale="log",
+            xlabel="block length L",
+            ylabel="valid targets / computed slots",
+            ylim=(0, 1.05),
+            title="Padding wastes compute as L grows",
+        )
         bx.legend(fontsize=8)
     return fig
 
@@ -56,13 +72,20 @@ def policy_explorer(lengths, block_size: int = 64, k: int = 32):
     """Block-length and context sliders -> :func:`plot_policy` (a live image widget)."""
     import ipywidgets as widgets
 
-    size = widgets.SelectionSlider(options=list(BLOCK_SIZES), value=block_size,
-                                   description="block L", continuous_update=False)
-    need = widgets.IntSlider(value=k, min=0, max=max(BLOCK_SIZES), step=8,
-                             description="context j", continuous_update=False)
-    return widgets.VBox([widgets.HBox([size, need]),
-                         live_figure(lambda block_size, k: plot_policy(block_size, k, lengths),
-                                     {"block_size": size, "k": need})])
+    size = widgets.SelectionSlider(
+        options=list(BLOCK_SIZES), value=block_size, description="block L", continuous_update=False
+    )
+    need = widgets.IntSlider(
+        value=k, min=0, max=max(BLOCK_SIZES), step=8, description="context j", continuous_update=False
+    )
+    return widgets.VBox(
+        [
+            widgets.HBox([size, need]),
+            live_figure(
+                lambda block_size, k: plot_policy(block_size, k, lengths), {"block_size": size, "k": need}
+            ),
+        ]
+    )
 
 
 def plot_duplicates(runs: dict, *, title: str | None = None):
@@ -71,10 +94,12 @@ def plot_duplicates(runs: dict, *, title: str | None = None):
     for (name, history), color in zip(runs.items(), (COLORS["input"], COLORS["wrong"])):
         steps = [h["step"] for h in history]
         ax.plot(steps, [h["train_loss"] for h in history], "--", color=color, label=f"{name}: train")
-        ax.plot(steps, [h["val_loss"] for h in history], "o-", ms=3, color=color,
-                label=f"{name}: held-out")
-    ax.set(xlabel="optimiser step", ylabel="loss per character (nats)",
-           title=title or "Duplicated data: train loss falls, held-out loss does not")
+        ax.plot(steps, [h["val_loss"] for h in history], "o-", ms=3, color=color, label=f"{name}: held-out")
+    ax.set(
+        xlabel="optimiser step",
+        ylabel="loss per character (nats)",
+        title=title or "Duplicated data: train loss falls, held-out loss does not",
+    )
     ax.legend(fontsize=8)
     return fig
 
@@ -83,11 +108,17 @@ def plot_reversal(probs: dict, *, chance: float, title: str | None = None):
     """Bars: mean probability of the right answer per group of questions, chance as a line."""
     fig, ax = new_figure(width=6.4, height=3.4)
     names = list(probs)
-    bars = ax.bar(names, [probs[g] for g in names],
-                  color=[COLORS["correct"], COLORS["input"], COLORS["wrong"]][:len(names)])
+    bars = ax.bar(
+        names,
+        [probs[g] for g in names],
+        color=[COLORS["correct"], COLORS["input"], COLORS["wrong"]][: len(names)],
+    )
     ax.bar_label(bars, labels=[f"{probs[g]:.2f}" for g in names], padding=2, fontsize=8)
     ax.axhline(chance, color=COLORS["anchor"], ls=":", label=f"chance, {chance:.3f}")
-    ax.set(ylim=(0, 1.1), ylabel="p(right answer)",
-           title=title or "Trained on 'A parent B': 'B child ?' is not learned")
+    ax.set(
+        ylim=(0, 1.1),
+        ylabel="p(right answer)",
+        title=title or "Trained on 'A parent B': 'B child ?' is not learned",
+    )
     ax.legend(fontsize=8)
     return fig

@@ -1,4 +1,5 @@
 """Notebook 00: the environment check and the demonstration exercise (surprise = -ln p)."""
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ def environment_report() -> dict:
 
     try:
         import ipywidgets
+
         widgets = ipywidgets.__version__
     except ImportError:  # pragma: no cover - the course's requirements install it
         widgets = None
@@ -27,8 +29,13 @@ def environment_report() -> dict:
         device = "mps (Apple silicon)"
     else:
         device = "cpu"
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-            "ipywidgets": widgets, "device": device}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "ipywidgets": widgets,
+        "device": device,
+    }
 
 
 def surprise_reference(p: float) -> float:
@@ -48,5 +55,10 @@ def check_surprise(fn) -> bool:
     rng = np.random.default_rng(0)
     fixed = [1.0, 0.5, 0.245, 0.0001]
     cases = [Case((p,)) for p in fixed] + [Case((float(p),)) for p in rng.uniform(1e-6, 1, 8)]
-    return check("surprise", fn, surprise_reference, cases,
-                 hint="the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.")
+    return check(
+        "surprise",
+        fn,
+        surprise_reference,
+        cases,
+        hint="the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
+    )

@@ -3,6 +3,7 @@ widget's state (:func:`sampling_state`), what a sample and a top-p filter must s
 run, and the exercise checkers. Plots and the sampling widget: :mod:`lmcore.course.training_views`;
 exposure bias: :mod:`lmcore.course.exposure`.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,9 +16,20 @@ from ..perplexity import bits_per_byte
 from ..sample import filter_logits, generate, next_token_distribution
 from .checks import Case, check
 
-__all__ = ["preset_for", "adamw_by_hand", "curve_phases", "show_char", "context_limit",
-           "sampling_state", "top_p_properties", "word_share", "bits_per_char_reference",
-           "check_bits_per_char", "top_p_reference", "check_top_p"]
+__all__ = [
+    "preset_for",
+    "adamw_by_hand",
+    "curve_phases",
+    "show_char",
+    "context_limit",
+    "sampling_state",
+    "top_p_properties",
+    "word_share",
+    "bits_per_char_reference",
+    "check_bits_per_char",
+    "top_p_reference",
+    "check_top_p",
+]
 
 
 def preset_for(device) -> str:
@@ -26,15 +38,14 @@ def preset_for(device) -> str:
 
 
 @torch.no_grad()
-def adamw_by_hand(p, grad, *, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0, m=None, v=None,
-                  step=1):
+def adamw_by_hand(p, grad, *, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0, m=None, v=None, step=1):
     """One AdamW update written out: ``(new_p, m, v)``. ``m`` (momentum) and ``v`` (squared-
     gradient average) start at 0, ``step`` at 1. The step is ``lr * m_hat / (sqrt(v_hat) + eps)``;
     the decay ``lr * weight_decay * p`` acts on the weight directly (decoupled)."""
     b1, b2 = betas
     m = (torch.zeros_like(p) if m is None else m) * b1 + (1 - b1) * grad
     v = (torch.zeros_like(p) if v is None else v) * b2 + (1 - b2) * grad * grad
-    m_hat, v_hat = m / (1 - b1 ** step), v / (1 - b2 ** step)
+    m_hat, v_hat = m / (1 - b1**step), v / (1 - b2**step)
     new_p = p * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps)
     return new_p, m, v
 
@@ -51,8 +62,13 @@ def curve_phases(history, *, key: str = "val_loss") -> dict:
     at = [float(loss[i]) for i in idx]
     drops = [at[i] - at[i + 1] for i in range(4)]
     total = at[0] - at[-1]
-    return {"steps": [int(steps[i]) for i in idx], "loss": at, "drops": drops,
-            "shares": [d / total if total else float("nan") for d in drops], "total_drop": total}
+    return {
+        "steps": [int(steps[i]) for i in idx],
+        "loss": at,
+        "drops": drops,
+        "shares": [d / total if total else float("nan") for d in drops],
+        "total_drop": total,
+    }
 
 
 def show_char(c: str) -> str:
@@ -69,8 +85,17 @@ def context_limit(model) -> int:
 
 
 @torch.no_grad()
-def sampling_state(model, tokenizer, prompt: str, *, temperature: float = 1.0, top_k=None,
-                   top_p=None, n_new: int = 120, seed: int = 0) -> dict:
+def sampling_state(
+    model,
+    tokenizer,
+    prompt: str,
+    *,
+    temperature: float = 1.0,
+    top_k=None,
+    top_p=None,
+    n_new: int = 120,
+    seed: int = 0,
+) -> dict:
     """What the sampling widget shows: the next-token distribution after ``prompt`` before and
     after the settings (``raw``: softmax(logits / T); ``probs``: after top-k / top-p), and a
     sample of up to ``n_new`` tokens drawn with them from ``seed``. top_k 0 and top_p 1 mean off.
@@ -82,15 +107,26 @@ def sampling_state(model, tokenizer, prompt: str, *, temperature: float = 1.0, t
     top_k = top_k or None
     top_p = None if top_p is None or top_p >= 1 else top_p
     ids = torch.tensor(tokenizer.encode(prompt), device=next(model.parameters()).device)
-    ids = ids[-context_limit(model):]
+    ids = ids[-context_limit(model) :]
     n_new = max(0, min(n_new, context_limit(model) - len(ids)))
-    logits = model(ids[None])[0, -1].float().cpu()                                   # (V,)
+    logits = model(ids[None])[0, -1].float().cpu()  # (V,)
     raw = next_token_distribution(logits, max(temperature, 1e-6))
     probs = next_token_distribution(logits, temperature, top_k, top_p)
-    out = generate(model, ids, n_new, temperature=temperature, top_k=top_k, top_p=top_p,
-                   generator=torch.Generator().manual_seed(seed))
-    return {"raw": raw.double().numpy(), "probs": probs.double().numpy(),
-            "kept": int((probs > 0).sum()), "sample": tokenizer.decode(out[len(ids):])}
+    out = generate(
+        model,
+        ids,
+        n_new,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return {
+        "raw": raw.double().numpy(),
+        "probs": probs.double().numpy(),
+        "kept": int((probs > 0).sum()),
+        "sample": tokenizer.decode(out[len(ids) :]),
+    }
 
 
 def top_p_properties(raw, kept, p: float) -> dict:
@@ -104,9 +140,13 @@ def top_p_properties(raw, kept, p: float) -> dict:
     k = int(mask.sum())
     order = np.argsort(-raw, kind="stable")
     mass = float(raw[mask].sum())
-    return {"kept": k, "most_likely": bool(k > 0 and raw[mask].min() >= raw[order[k - 1]]),
-            "reaches_p": mass >= p - 1e-9, "smallest": k > 0 and mass - raw[mask].min() < p,
-            "renormalised": bool(abs(kept.sum() - 1) < 1e-6 and np.allclose(kept[mask], raw[mask] / mass))}
+    return {
+        "kept": k,
+        "most_likely": bool(k > 0 and raw[mask].min() >= raw[order[k - 1]]),
+        "reaches_p": mass >= p - 1e-9,
+        "smallest": k > 0 and mass - raw[mask].min() < p,
+        "renormalised": bool(abs(kept.sum() - 1) < 1e-6 and np.allclose(kept[mask], raw[mask] / mass)),
+    }
 
 
 def word_share(text: str, vocabulary) -> float:
@@ -118,6 +158,7 @@ def word_share(text: str, vocabulary) -> float:
 
 # ---------------------------------------------------------------- exercise checkers
 
+
 def bits_per_char_reference(loss_nats: float, n_tokens: int, n_chars: int) -> float:
     """Bits per character of a text: mean loss (nats per token) x tokens / characters / ln 2."""
     return bits_per_byte(loss_nats * n_tokens, n_chars)
@@ -126,14 +167,25 @@ def bits_per_char_reference(loss_nats: float, n_tokens: int, n_chars: int) -> fl
 def check_bits_per_char(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(loss_nats, n_tokens, n_chars) -> bits per character``."""
     rng = np.random.default_rng(8)
-    cases = [Case((2.5, 1000, 1000), label="2.5 nats/char, character level"),
-             Case((math.log(2), 10, 10), label="ln 2 nats per char (one bit)"),
-             Case((2.0, 1000, 3940), label="2.0 nats/token, 3.94 chars per token")]
-    cases += [Case((float(rng.uniform(0.1, 5)), int(n), int(n * rng.uniform(1, 5))))
-              for n in rng.integers(10, 10_000, 6)]
-    return check("bits per character", fn, bits_per_char_reference, cases,
-                 hint="total nats = loss x n_tokens; spread them over n_chars; nats / ln 2 = bits.",
-                 atol=1e-9, rtol=1e-9, quiet=quiet)
+    cases = [
+        Case((2.5, 1000, 1000), label="2.5 nats/char, character level"),
+        Case((math.log(2), 10, 10), label="ln 2 nats per char (one bit)"),
+        Case((2.0, 1000, 3940), label="2.0 nats/token, 3.94 chars per token"),
+    ]
+    cases += [
+        Case((float(rng.uniform(0.1, 5)), int(n), int(n * rng.uniform(1, 5))))
+        for n in rng.integers(10, 10_000, 6)
+    ]
+    return check(
+        "bits per character",
+        fn,
+        bits_per_char_reference,
+        cases,
+        hint="total nats = loss x n_tokens; spread them over n_chars; nats / ln 2 = bits.",
+        atol=1e-9,
+        rtol=1e-9,
+        quiet=quiet,
+    )
 
 
 def top_p_reference(probs: torch.Tensor, p: float) -> torch.Tensor:
@@ -144,21 +196,31 @@ def top_p_reference(probs: torch.Tensor, p: float) -> torch.Tensor:
 
 def _top_p_cases(seed: int = 8) -> list[Case]:
     t = lambda *v: torch.tensor(v, dtype=torch.float64)
-    cases = [Case((t(0.5, 0.3, 0.15, 0.05), 0.7), label="probs [0.5, 0.3, 0.15, 0.05], p = 0.7"),
-             Case((t(0.1, 0.6, 0.3), 0.65), label="probs [0.1, 0.6, 0.3] (unsorted), p = 0.65"),
-             Case((t(0.2, 0.7, 0.1), 0.5), label="probs [0.2, 0.7, 0.1], p = 0.5 (top token alone)"),
-             Case((t(0.25, 0.25, 0.25, 0.25), 1.0), label="uniform, p = 1.0 (keep all)")]
+    cases = [
+        Case((t(0.5, 0.3, 0.15, 0.05), 0.7), label="probs [0.5, 0.3, 0.15, 0.05], p = 0.7"),
+        Case((t(0.1, 0.6, 0.3), 0.65), label="probs [0.1, 0.6, 0.3] (unsorted), p = 0.65"),
+        Case((t(0.2, 0.7, 0.1), 0.5), label="probs [0.2, 0.7, 0.1], p = 0.5 (top token alone)"),
+        Case((t(0.25, 0.25, 0.25, 0.25), 1.0), label="uniform, p = 1.0 (keep all)"),
+    ]
     g = torch.Generator().manual_seed(seed)
     for V in (5, 12, 50, 103):
         for p in (0.3, 0.9):
-            w = torch.rand(V, generator=g, dtype=torch.float64) ** 3      # skewed, no ties
+            w = torch.rand(V, generator=g, dtype=torch.float64) ** 3  # skewed, no ties
             cases.append(Case((w / w.sum(), p), label=f"a random distribution over {V} tokens, p = {p}"))
     return cases
 
 
 def check_top_p(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(probs (V,), p) -> filtered, renormalised probs (V,)`` against lmcore.sample."""
-    return check("top-p filter", fn, top_p_reference, _top_p_cases(),
-                 hint="sort descending; keep a token if the mass *before* it is < p (so the token "
-                      "that crosses p stays); zero the others, in the original order; divide by "
-                      "the kept mass.", atol=1e-9, rtol=1e-7, quiet=quiet)
+    return check(
+        "top-p filter",
+        fn,
+        top_p_reference,
+        _top_p_cases(),
+        hint="sort descending; keep a token if the mass *before* it is < p (so the token "
+        "that crosses p stays); zero the others, in the original order; divide by "
+        "the kept mass.",
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+    )

@@ -1,6 +1,7 @@
 """Notebook 08's view of whichever corpus its preset trains on: the same few questions asked of
 a one-stream text corpus (``python-docs``, the ``cpu`` preset) and of a packed stream of
 documents (``python-stdlib``, the ``gpu`` preset), so that one notebook runs on either."""
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,7 @@ def split_tokens(corpus, split: str) -> torch.Tensor:
     stream = getattr(corpus, split, None)
     if isinstance(stream, torch.Tensor):
         return stream
-    if hasattr(corpus, "num_tokens"):                # a packed stream of documents
+    if hasattr(corpus, "num_tokens"):  # a packed stream of documents
         return corpus._split(split)[0]
     raise TypeError(f"corpus must be a TextCorpus or a packed-stream corpus; got {type(corpus).__name__}.")
 
@@ -25,8 +26,13 @@ def split_tokens(corpus, split: str) -> torch.Tensor:
 def corpus_summary(corpus) -> dict:
     """Token counts (all, train, val), the vocabulary size and the validation share."""
     n_train, n_val = len(split_tokens(corpus, "train")), len(split_tokens(corpus, "val"))
-    return {"tokens": len(corpus.ids), "train": n_train, "val": n_val, "V": corpus.vocab_size,
-            "val_share": n_val / (n_train + n_val)}
+    return {
+        "tokens": len(corpus.ids),
+        "train": n_train,
+        "val": n_val,
+        "V": corpus.vocab_size,
+        "val_share": n_val / (n_train + n_val),
+    }
 
 
 def eval_windows(corpus, n: int, block_size: int, split: str = "val") -> torch.Tensor:
@@ -39,4 +45,6 @@ def eval_windows(corpus, n: int, block_size: int, split: str = "val") -> torch.T
 
 def training_words(corpus, max_tokens: int = 2_000_000) -> set:
     """Every word (a run of 2+ ASCII letters) in the first ``max_tokens`` of the training split."""
-    return set(re.findall(r"[A-Za-z]{2,}", corpus.tokenizer.decode(split_tokens(corpus, "train")[:max_tokens])))
+    return set(
+        re.findall(r"[A-Za-z]{2,}", corpus.tokenizer.decode(split_tokens(corpus, "train")[:max_tokens]))
+    )

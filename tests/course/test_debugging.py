@@ -1,5 +1,6 @@
 """Notebook 07's support: the corpus, the buggy pipelines (each loss falls; each is caught), the
 measurements, the figures and widget, and the exercise checkers."""
+
 import math
 
 import pytest
@@ -12,14 +13,21 @@ from lmcore.course import debugging_measure as dm
 from lmcore.course import debugging_views as views
 from lmcore.model import GPT, GPTConfig
 
-SIGNATURES = {"correct": (), "same_position": ("alignment", "perfect_logits", "last_unscored"),
-              "double_shift": ("alignment", "perfect_logits", "all_scored", "eos_scored"),
-              "softmax_first": ("perfect_logits",), "padding_scored": ("padding_unscored",),
-              "batch_means": ("equal_weights",), "packed_causal": (), "eos_is_pad": ("eos_scored",),
-              "sees_future": ("future",), "ignores_mask": ("padding_unread", "left_padding"),
-              "no_position_reset": ("left_padding",)}
+SIGNATURES = {
+    "correct": (),
+    "same_position": ("alignment", "perfect_logits", "last_unscored"),
+    "double_shift": ("alignment", "perfect_logits", "all_scored", "eos_scored"),
+    "softmax_first": ("perfect_logits",),
+    "padding_scored": ("padding_unscored",),
+    "batch_means": ("equal_weights",),
+    "packed_causal": (),
+    "eos_is_pad": ("eos_scored",),
+    "sees_future": ("future",),
+    "ignores_mask": ("padding_unread", "left_padding"),
+    "no_position_reset": ("left_padding",),
+}
 LEARNS = {"correct", "padding_scored", "batch_means", "packed_causal", "ignores_mask", "no_position_reset"}
-LEAKS = {"same_position", "sees_future", "padding_scored"}     # reported loss below the floor
+LEAKS = {"same_position", "sees_future", "padding_scored"}  # reported loss below the floor
 
 
 def test_documents_count_up_by_one_or_two_to_15():
@@ -59,7 +67,7 @@ def test_train_pipeline_is_a_plain_adam_loop_on_the_seeded_batches():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=d.V, block_size=d.L, n_layer=1, n_head=2, n_embd=32))
     opt, losses = torch.optim.Adam(model.parameters(), lr=1e-2), []
-    labels = lambda ids, mask: ids.masked_fill(mask == 0, -100)[:, 1:]          # noqa: E731
+    labels = lambda ids, mask: ids.masked_fill(mask == 0, -100)[:, 1:]  # noqa: E731
     with d.cpu_threads(1):
         for step in range(d.STEPS):
             ids, mask = d.padded_batch(d.documents(d.ROWS, seed=1000 + step))
@@ -87,20 +95,31 @@ def test_every_pipeline_loss_falls_and_its_diagnosis_matches(key, capsys):
 def test_worse_than_guessing_only_for_the_copying_and_peeking_models(key, capsys):
     # the prose of notebook 07: the held-out loss of these two ends above ln V (a uniform guess)
     honest = d.train_pipeline(key)[2][-1][1]
-    assert dm.worse_than_guessing(key) == (honest > math.log(d.V)) == (key in {"same_position", "sees_future"})
-    assert capsys.readouterr().out.rstrip().endswith("(a uniform guess): " +
-                                                     ("yes" if key in {"same_position", "sees_future"} else "NO"))
+    assert (
+        dm.worse_than_guessing(key) == (honest > math.log(d.V)) == (key in {"same_position", "sees_future"})
+    )
+    assert (
+        capsys.readouterr()
+        .out.rstrip()
+        .endswith("(a uniform guess): " + ("yes" if key in {"same_position", "sees_future"} else "NO"))
+    )
 
 
 def test_diagnosis_switches_the_model_to_eval_and_back():
     model = d.pipeline_gpt(0).train()
-    report = d.run_checks(lambda i, m: d.forward_with_mask(model, i, m), d.loss_correct,
-                          vocab_size=d.V, eos_id=d.EOS, model=model)
+    report = d.run_checks(
+        lambda i, m: d.forward_with_mask(model, i, m),
+        d.loss_correct,
+        vocab_size=d.V,
+        eos_id=d.EOS,
+        model=model,
+    )
     assert report.passed and model.training
 
 
 def test_weights_by_row_show_the_batch_means_bug_on_the_batch_run_checks_uses():
     from fractions import Fraction
+
     assert dm.weights_by_row("correct") == [(n, Fraction(1, 35)) for n in (15, 8, 12)]
     assert dm.weights_by_row("batch_means") == [(n, Fraction(1, 3 * n)) for n in (15, 8, 12)]
     assert "15/8" in d.diagnose_pipeline("batch_means")["equal_weights"].detail
@@ -128,8 +147,14 @@ def _stub():
     raise NotImplementedError
 
 
-ANSWERS = {"A": "eos_is_pad", "B": "sees_future", "C": "correct", "D": "double_shift",
-           "E": "batch_means", "F": "no_position_reset"}
+ANSWERS = {
+    "A": "eos_is_pad",
+    "B": "sees_future",
+    "C": "correct",
+    "D": "double_shift",
+    "E": "batch_means",
+    "F": "no_position_reset",
+}
 
 
 def test_mystery_pipelines_have_the_signatures_the_answers_claim():
@@ -161,8 +186,17 @@ def solution_loss(logits, input_ids, attention_mask):
     return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1), ignore_index=-100)
 
 
-@pytest.mark.parametrize("wrong", [d.loss_same_position, d.loss_padding_scored, d.loss_batch_means,
-                                   d.loss_softmax_first, d.loss_double_shift, d.loss_eos_is_pad])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        d.loss_same_position,
+        d.loss_padding_scored,
+        d.loss_batch_means,
+        d.loss_softmax_first,
+        d.loss_double_shift,
+        d.loss_eos_is_pad,
+    ],
+)
 def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
     assert not ex.check_loss_fn(wrong)
     assert "fail" in capsys.readouterr().out

@@ -4,6 +4,7 @@ plots, the widget and the checkers.
 References are independent: torch.distributions, a per-turn forward pass with F.cross_entropy
 in float64, hand-labelled token slots, lmcore.data's closed-form entropy.
 """
+
 import math
 
 import matplotlib
@@ -53,9 +54,34 @@ def test_kl_length_mismatch():
 
 
 def test_token_slots_hand_labelled():
-    ids = TOK.encode("<user> 12 - 30 = <assistant> -18 .") + [TOK.eos_id] + TOK.encode("<user> 2 * 3 = <assistant> 6 .")
-    expected = ["<user>", "a", "a", "op", "b", "b", "=", "<assistant>", "c", "c", "c", ".", "EOS",
-                "<user>", "a", "op", "b", "=", "<assistant>", "c", "."]
+    ids = (
+        TOK.encode("<user> 12 - 30 = <assistant> -18 .")
+        + [TOK.eos_id]
+        + TOK.encode("<user> 2 * 3 = <assistant> 6 .")
+    )
+    expected = [
+        "<user>",
+        "a",
+        "a",
+        "op",
+        "b",
+        "b",
+        "=",
+        "<assistant>",
+        "c",
+        "c",
+        "c",
+        ".",
+        "EOS",
+        "<user>",
+        "a",
+        "op",
+        "b",
+        "=",
+        "<assistant>",
+        "c",
+        ".",
+    ]
     assert FL.token_slots(ids) == expected
     assert FL.token_slots(torch.tensor(ids + [TOK.pad_id]))[-1] == "PAD"
 
@@ -64,9 +90,11 @@ def test_token_slots_hand_labelled():
 def test_exact_slot_entropy_adds_up_to_the_closed_form(low, high, ops):
     e = FL.exact_slot_entropy(low, high, ops)
     targets, nats = sum(n for n, _ in e.values()), sum(h for _, h in e.values())
-    assert nats == pytest.approx(chat_arithmetic_entropy(low=low, high=high, ops=ops, per="document"), rel=1e-12)
+    assert nats == pytest.approx(
+        chat_arithmetic_entropy(low=low, high=high, ops=ops, per="document"), rel=1e-12
+    )
     assert nats / targets == pytest.approx(chat_arithmetic_entropy(low=low, high=high, ops=ops), rel=1e-12)
-    for slot in ("<assistant>", "c", ".", "EOS"):       # determined by the prompt
+    for slot in ("<assistant>", "c", ".", "EOS"):  # determined by the prompt
         assert e[slot][1] == pytest.approx(0.0, abs=1e-12)
 
 
@@ -87,7 +115,7 @@ def test_per_target_nll_matches_turn_by_turn_forward():
     table = FT.per_target_nll(model, corpus)
     mine, slots = [], []
     with torch.no_grad():
-        for doc in corpus.val:                           # each turn alone, no packing
+        for doc in corpus.val:  # each turn alone, no packing
             ids = torch.tensor([doc + [TOK.eos_id]])
             logits = model(ids)[0, :-1].double()
             mine += F.cross_entropy(logits, ids[0, 1:], reduction="none").tolist()
@@ -99,8 +127,11 @@ def test_per_target_nll_matches_turn_by_turn_forward():
 
 
 def test_slot_breakdown_by_hand():
-    table = {"slot": np.array(["a", "b", "c", "=", "a"]), "model": np.array([2.0, 3.0, 0.5, 0.1, 4.0]),
-             "oracle": np.zeros(5)}
+    table = {
+        "slot": np.array(["a", "b", "c", "=", "a"]),
+        "model": np.array([2.0, 3.0, 0.5, 0.1, 4.0]),
+        "oracle": np.zeros(5),
+    }
     rows = {r[0]: r[1:] for r in FT.slot_breakdown(table)}
     assert rows["a"][:2] == pytest.approx((0.4, 3.0)) and rows["a"][2] == pytest.approx(math.log(10))
     assert set(rows) == {"a", "b", "=", "c"}
@@ -123,9 +154,11 @@ HISTORY = [{"step": s, "train_loss": v + 0.05, "val_loss": v} for s, v in ((0, 2
 
 
 def test_plots_return_figures():
-    for fig, n_axes in ((FV.plot_loss_floor(HISTORY, 0.545, ln_v=2.94), 1),
-                        (FV.plot_slot_breakdown([("a", 0.2, 2.31, 2.30), ("c", 0.2, 0.02, 0.0)]), 1),
-                        (FV.plot_floor_explorer(9, "+", history=HISTORY), 2)):
+    for fig, n_axes in (
+        (FV.plot_loss_floor(HISTORY, 0.545, ln_v=2.94), 1),
+        (FV.plot_slot_breakdown([("a", 0.2, 2.31, 2.30), ("c", 0.2, 0.02, 0.0)]), 1),
+        (FV.plot_floor_explorer(9, "+", history=HISTORY), 2),
+    ):
         assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == n_axes
         assert all(ax.get_title() for ax in fig.axes)
         plt.close(fig)
@@ -140,7 +173,7 @@ def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
     monkeypatch.setattr(FL, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
     monkeypatch.setattr(FL, "_CURVES", {})
     box = FV.floor_explorer(HISTORY)
-    assert calls == [] and box.children            # the initial state trains nothing
+    assert calls == [] and box.children  # the initial state trains nothing
     FL.short_curve(4, "+-*", steps=20)
     FL.short_curve(4, "+-*", steps=20)
     assert len(calls) == 1 and calls[0]["high"] == 4 and calls[0]["ops"] == ("+", "-", "*")
@@ -149,16 +182,20 @@ def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
 
 # ---------------------------------------------------------------- checkers
 
+
 def _entropy_ref(p):
     p = p[p > 0]
     return float(-(p * np.log(p)).sum())
 
 
-@pytest.mark.parametrize("wrong", [
-    lambda p: float(-(p[p > 0] * np.log2(p[p > 0])).sum()),          # bits, not nats
-    lambda p: float(-(p * np.log(p)).sum()),                        # 0 ln 0 -> nan
-    lambda p: float((p[p > 0] * np.log(p[p > 0])).sum()),            # sign
-])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda p: float(-(p[p > 0] * np.log2(p[p > 0])).sum()),  # bits, not nats
+        lambda p: float(-(p * np.log(p)).sum()),  # 0 ln 0 -> nan
+        lambda p: float((p[p > 0] * np.log(p[p > 0])).sum()),  # sign
+    ],
+)
 def test_check_entropy(wrong, capsys):
     assert FL.check_entropy(_entropy_ref, quiet=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -170,21 +207,27 @@ def _kl_ref(p, q):
     return float((p[k] * np.log(p[k] / q[k])).sum())
 
 
-@pytest.mark.parametrize("wrong", [
-    lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"),    # KL(q || p), reversed
-    lambda p, q: _kl_ref(p, q) / math.log(2),                          # bits
-    lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),          # cross-entropy, not the gap
-])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"),  # KL(q || p), reversed
+        lambda p, q: _kl_ref(p, q) / math.log(2),  # bits
+        lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),  # cross-entropy, not the gap
+    ],
+)
 def test_check_kl_gap(wrong):
     assert FL.check_kl_gap(_kl_ref, quiet=True)
     assert not FL.check_kl_gap(wrong, quiet=True)
 
 
-@pytest.mark.parametrize("wrong", [
-    lambda m, n, b: m / math.log(2),                 # bits per token
-    lambda m, n, b: m * n / b,                       # nats per byte
-    lambda m, n, b: m * b / (math.log(2) * n),       # ratio upside down
-])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda m, n, b: m / math.log(2),  # bits per token
+        lambda m, n, b: m * n / b,  # nats per byte
+        lambda m, n, b: m * b / (math.log(2) * n),  # ratio upside down
+    ],
+)
 def test_check_bits_per_byte(wrong):
     assert FL.check_bits_per_byte(lambda m, n, b: m * n / (b * math.log(2)), quiet=True)
     assert not FL.check_bits_per_byte(wrong, quiet=True)
@@ -193,6 +236,7 @@ def test_check_bits_per_byte(wrong):
 def test_stub_reads_not_attempted(capsys):
     def stub(*args):
         raise NotImplementedError
+
     for checker in (FL.check_entropy, FL.check_kl_gap, FL.check_bits_per_byte):
         assert not checker(stub)
     assert capsys.readouterr().out.count("not attempted yet") == 3

@@ -1,5 +1,6 @@
 """Notebook 09, section 5: held-out sums. References: per-turn F.cross_entropy in float64,
 hand-written fake models (a perfect adder, an off-by-one adder), the corpus generator itself."""
+
 import math
 
 import numpy as np
@@ -35,12 +36,13 @@ def test_held_out_run_removes_the_sums_from_training_only():
     held = S.held_out_sums()
     r = S.train_held_out_run(held, n_documents=300, max_steps=2, eval_interval=2)
     texts = chat_arithmetic(300, seed=0)
-    expected_train = [TOK.encode(t) for t in texts[:270]
-                      if (int(t.split()[1]), int(t.split()[3])) not in held]
+    expected_train = [
+        TOK.encode(t) for t in texts[:270] if (int(t.split()[1]), int(t.split()[3])) not in held
+    ]
     assert r.corpus.train == expected_train and len(expected_train) < 270
     assert r.corpus.val == [TOK.encode(t) for t in texts[270:]]
     assert not any(_operands(d) in held for d in r.corpus.train)
-    assert any(_operands(d) in held for d in r.corpus.val)      # validation keeps them
+    assert any(_operands(d) in held for d in r.corpus.val)  # validation keeps them
     assert next(r.model.parameters()).dtype == torch.float64
 
 
@@ -53,7 +55,7 @@ def test_answer_scores_against_per_turn_cross_entropy():
         ids = torch.tensor(TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [TOK.eos_id])
         with torch.no_grad():
             nll = F.cross_entropy(model(ids[None])[0, :-1], ids[1:], reduction="none")
-        ans = [j for j, s in enumerate(FL.token_slots(ids)) if s == "c"]      # answer positions
+        ans = [j for j, s in enumerate(FL.token_slots(ids)) if s == "c"]  # answer positions
         assert sc["answer_nll"][k] == pytest.approx(float(nll[[j - 1 for j in ans]].mean()), abs=1e-12)
 
 
@@ -69,10 +71,12 @@ class Adder(torch.nn.Module):
         out = torch.full((*x.shape, TOK.vocab_size), -30.0, dtype=torch.float64)
         for r, row in enumerate(x.tolist()):
             for t in range(len(row)):
-                pre = row[:t + 1]
-                if TOK.stoi["<assistant>"] in pre:                   # write a + b + off
+                pre = row[: t + 1]
+                if TOK.stoi["<assistant>"] in pre:  # write a + b + off
                     s = TOK.decode(pre).split()
-                    want = TOK.encode(f"<user> {s[1]} + {s[3]} = <assistant> {int(s[1]) + int(s[3]) + self.off} .")
+                    want = TOK.encode(
+                        f"<user> {s[1]} + {s[3]} = <assistant> {int(s[1]) + int(s[3]) + self.off} ."
+                    )
                     j = len(pre)
                     nxt = want[j] if j < len(want) else TOK.eos_id
                     out[r, t, nxt] = 0.0
@@ -97,8 +101,13 @@ def test_a_perfect_adder_and_an_off_by_one_adder():
 
 
 def test_compare_by_hand():
-    sc = {"a": np.array([1, 2, 3]), "b": np.array([2, 1, 3]), "answer_nll": np.array([0.1, 2.0, 0.3]),
-          "correct": np.array([True, False, False]), "greedy": np.array(["3", "9", ""])}
+    sc = {
+        "a": np.array([1, 2, 3]),
+        "b": np.array([2, 1, 3]),
+        "answer_nll": np.array([0.1, 2.0, 0.3]),
+        "correct": np.array([True, False, False]),
+        "greedy": np.array(["3", "9", ""]),
+    }
     cmp = S.compare_seen_and_held_out(sc, {(2, 1), (3, 3)})
     assert cmp["seen"] == {"n": 1, "answer_nll": 0.1, "correct": 1.0, "wrong": []}
     assert cmp["held_out"]["answer_nll"] == pytest.approx(1.15) and cmp["held_out"]["correct"] == 0
@@ -106,8 +115,11 @@ def test_compare_by_hand():
 
 
 def test_gap_breakdown_by_hand():
-    table = {"slot": np.array(["a", "b", "c", "=", "c"]), "model": np.array([2.5, 2.2, 0.4, 0.1, 0.0]),
-             "oracle": np.array([2.3, 2.3, 0.0, 0.0, 0.0])}
+    table = {
+        "slot": np.array(["a", "b", "c", "=", "c"]),
+        "model": np.array([2.5, 2.2, 0.4, 0.1, 0.0]),
+        "oracle": np.array([2.3, 2.3, 0.0, 0.0, 0.0]),
+    }
     parts = FT.gap_breakdown(table)
     assert parts["prompt digits"] == pytest.approx(0.1 / 5) and parts["answer"] == pytest.approx(0.4 / 5)
     assert parts["formatting"] == pytest.approx(0.1 / 5) and parts["total"] == pytest.approx(0.6 / 5)

@@ -4,6 +4,7 @@ valid-target counts, compute, the exposure probe, the figures and the two exerci
 References are independent: float64 F.cross_entropy and softmax, naive loops over hand-built
 rows, the FLOPs of each weight matmul counted by hand, toy models whose answers are known.
 """
+
 import math
 from collections import Counter
 
@@ -25,6 +26,7 @@ from lmcore.model import GPTConfig  # noqa: E402
 
 # ---------------------------------------------------------------- worlds
 
+
 def test_worlds_use_the_kits_word_tokenizer():
     tok = R.city_world(n_common=1, n_rare=1, n_two_homes=0, copies=2, n_cities=2).tokenizer
     assert isinstance(tok, toys.WordTokenizer) and tok.VOCAB[:2] == ("PAD", "EOS")
@@ -45,7 +47,7 @@ def test_city_world_counts_each_kind_of_fact():
     (q,) = w.groups["two homes"]
     a, b = w.truth[q]
     assert a != b and texts[f"{q} {a} ."] == 3 and texts[f"{q} {b} ."] == 3
-    assert len(w.corpus.val) == 6                      # one document per prompt
+    assert len(w.corpus.val) == 6  # one document per prompt
 
 
 def test_parent_world_never_states_the_held_out_reverse():
@@ -68,7 +70,7 @@ def test_bad_world_arguments():
 def test_expected_epochs_from_the_packed_rows():
     w = R.city_world(n_common=2, n_rare=1, n_two_homes=0, copies=10)
     cfg = R.tiny_config(max_steps=7, batch_size=3, block_size=16)
-    per_row = 16 // 5                                  # documents of 4 tokens + EOS, packed whole
+    per_row = 16 // 5  # documents of 4 tokens + EOS, packed whole
     rows = math.ceil(len(w.corpus.train) / per_row)
     assert R.expected_epochs(w.corpus, cfg) == pytest.approx(7 * 3 / rows)
 
@@ -86,8 +88,10 @@ def test_answer_nll_is_the_cross_entropy_of_the_last_position():
     for k, (p, a) in enumerate(zip(prompts, answers)):
         with torch.no_grad():
             z = model(torch.tensor([tok.encode(p)]))[0, -1].double()
-        assert float(got[k]) == pytest.approx(float(F.cross_entropy(z[None], torch.tensor([tok.stoi[a]]))), abs=1e-6)
-    assert model.training                              # the probe restores the mode
+        assert float(got[k]) == pytest.approx(
+            float(F.cross_entropy(z[None], torch.tensor([tok.stoi[a]]))), abs=1e-6
+        )
+    assert model.training  # the probe restores the mode
 
 
 def test_train_tiny_runs_and_records():
@@ -98,13 +102,21 @@ def test_train_tiny_runs_and_records():
 
 # ---------------------------------------------------------------- the set loss and its checker
 
+
 def _naive_set_nll(z, ids):
     p = torch.softmax(torch.as_tensor(z, dtype=torch.float64), 0)
     return -math.log(float(p[list(ids)].sum()))
 
 
-@pytest.mark.parametrize("z,ids", [([2.0, 1.0, 0.0], [1]), ([2.0, 1.0, 0.0], [0, 2]),
-                                   ([0.0, 3.0, 3.0, -1.0, 2.0], [1, 2, 4]), ([1.0, 1.0], [0, 1])])
+@pytest.mark.parametrize(
+    "z,ids",
+    [
+        ([2.0, 1.0, 0.0], [1]),
+        ([2.0, 1.0, 0.0], [0, 2]),
+        ([0.0, 3.0, 3.0, -1.0, 2.0], [1, 2, 4]),
+        ([1.0, 1.0], [0, 1]),
+    ],
+)
 def test_set_nll_against_summed_softmax(z, ids):
     assert R.set_nll(torch.tensor(z), ids) == pytest.approx(_naive_set_nll(z, ids), abs=1e-12)
 
@@ -113,7 +125,9 @@ def test_set_nll_with_one_id_is_cross_entropy_and_stable_at_1000():
     z = torch.tensor([1000.0, 999.0, 0.0])
     ref = float(F.cross_entropy(z.double()[None], torch.tensor([1])))
     assert R.set_nll(z, [1]) == pytest.approx(ref, abs=1e-9)
-    assert R.set_nll(z, [0, 1]) == pytest.approx(-math.log((1 + math.exp(-1)) / (1 + math.exp(-1) + math.exp(-1000))), abs=1e-9)
+    assert R.set_nll(z, [0, 1]) == pytest.approx(
+        -math.log((1 + math.exp(-1)) / (1 + math.exp(-1) + math.exp(-1000))), abs=1e-9
+    )
 
 
 @pytest.mark.parametrize("ids", [[], [3], [0, 0], [-1], [True]])
@@ -148,11 +162,13 @@ def test_check_set_nll_accepts_the_reference_and_rejects_mistakes():
 def test_check_set_nll_stub_is_not_attempted(capsys):
     def stub(z, a):
         raise NotImplementedError
+
     assert not R.check_set_nll(stub)
     assert "not attempted yet" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- data policy
+
 
 def _naive_coverage(L, k):
     return sum(1 for t in range(1, L) if t >= k) / (L - 1)
@@ -186,20 +202,22 @@ def test_check_context_coverage_accepts_the_reference_and_rejects_mistakes():
 def _naive_counts(lengths, L, policy):
     """Build the rows token by token (document id per position, -1 for padding) and count the
     scored targets: positions 1.. of a row whose token is real and of the same document."""
-    docs = [[k] * (n + 1) for k, n in enumerate(lengths)]           # each document + EOS
+    docs = [[k] * (n + 1) for k, n in enumerate(lengths)]  # each document + EOS
     if policy == "pad":
-        rows = [d[i:i + L] for d in docs for i in range(0, len(d), L)]
+        rows = [d[i : i + L] for d in docs for i in range(0, len(d), L)]
     else:
         stream = [k for d in docs for k in d]
-        rows = [stream[i:i + L] for i in range(0, len(stream), L)]
+        rows = [stream[i : i + L] for i in range(0, len(stream), L)]
     rows = [r + [-1] * (L - len(r)) for r in rows]
     valid = sum(1 for r in rows for j in range(1, L) if r[j] >= 0 and r[j] == r[j - 1])
     return valid, len(rows) * (L - 1)
 
 
 @pytest.mark.parametrize("policy", ["pad", "pack"])
-@pytest.mark.parametrize("lengths,L", [([3, 5, 1], 4), ([7], 8), ([8], 8), ([2, 2, 2, 2], 3),
-                                       ([10, 1, 30, 4], 16), ([15, 16, 17], 16)])
+@pytest.mark.parametrize(
+    "lengths,L",
+    [([3, 5, 1], 4), ([7], 8), ([8], 8), ([2, 2, 2, 2], 3), ([10, 1, 30, 4], 16), ([15, 16, 17], 16)],
+)
 def test_valid_targets_against_hand_built_rows(lengths, L, policy):
     assert RD.valid_targets(lengths, L, policy) == _naive_counts(lengths, L, policy)
 
@@ -225,7 +243,7 @@ def test_document_lengths_are_reproducible_and_bad_input():
 def test_split_loss_against_cross_entropy():
     model = _tiny_gpt(11, block=6)
     ids = torch.randint(0, 11, (40,), generator=torch.Generator().manual_seed(0))
-    x = ids[:3 * 6].view(3, 6)
+    x = ids[: 3 * 6].view(3, 6)
     with torch.no_grad():
         z = model(x).double()
     ref = float(F.cross_entropy(z[:, :-1].reshape(-1, 11), x[:, 1:].reshape(-1)))
@@ -239,6 +257,7 @@ def test_text_run_trains_on_the_given_ids():
 
 
 # ---------------------------------------------------------------- compute
+
 
 def test_training_flops_and_targets():
     assert RC.training_flops(10, 7) == 420
@@ -275,11 +294,11 @@ class _Toy(nn.Module):
 
 def test_injected_error_gap_on_toy_models():
     rows = torch.arange(5 * 10).view(5, 10) % 7
-    rows[:, 4] = rows[:, 3]                           # the token after `at` repeats it: copyable
+    rows[:, 4] = rows[:, 3]  # the token after `at` repeats it: copyable
     ignore = RC.injected_error_gap(_Toy(7, copy=False), rows, at=3, horizon=4)
     assert torch.allclose(ignore["clean"], ignore["corrupted"])
     copy = RC.injected_error_gap(_Toy(7, copy=True), rows, at=3, horizon=2, temperature=2.0)
-    lp = torch.log_softmax(4.0 * F.one_hot(rows, 7).double(), -1)   # logits / T
+    lp = torch.log_softmax(4.0 * F.one_hot(rows, 7).double(), -1)  # logits / T
     clean_ref = -lp[:, 3:5].gather(2, rows[:, 4:6, None])[..., 0].mean(0)
     assert torch.allclose(copy["clean"], clean_ref)
     assert float(copy["corrupted"][0] - copy["clean"][0]) == pytest.approx(4.0, abs=1e-9)
@@ -292,14 +311,24 @@ def test_injected_error_gap_bad_input():
 
 # ---------------------------------------------------------------- figures and the widget
 
+
 def test_figures_draw():
     lengths = RD.document_lengths(30)
-    figs = [RV.plot_answer_losses({"common": (3, 0.1), "rare": (2, 2.5), "all": (5, 1.06)}, n_answers=10),
-            RV.plot_policy(64, 32, lengths), RV.plot_policy(16, 100),
-            RV.plot_duplicates({"a": [{"step": 0, "train_loss": 3, "val_loss": 3},
-                                      {"step": 5, "train_loss": 2, "val_loss": 2.5}]}),
-            RV.plot_reversal({"forward": 0.9, "reverse": 0.0}, chance=1 / 30)]
-    assert "50.8%" not in figs[1].axes[0].get_title()     # title shows the share, rounded to %
+    figs = [
+        RV.plot_answer_losses({"common": (3, 0.1), "rare": (2, 2.5), "all": (5, 1.06)}, n_answers=10),
+        RV.plot_policy(64, 32, lengths),
+        RV.plot_policy(16, 100),
+        RV.plot_duplicates(
+            {
+                "a": [
+                    {"step": 0, "train_loss": 3, "val_loss": 3},
+                    {"step": 5, "train_loss": 2, "val_loss": 2.5},
+                ]
+            }
+        ),
+        RV.plot_reversal({"forward": 0.9, "reverse": 0.0}, chance=1 / 30),
+    ]
+    assert "50.8%" not in figs[1].axes[0].get_title()  # title shows the share, rounded to %
     assert figs[1].axes[0].get_title() == "L = 64: 51% of targets see 32 tokens"
     for f in figs:
         plt.close(f)

@@ -7,9 +7,9 @@ from lmcore.course.start import check_surprise, environment_report, surprise_lin
 
 def test_check_surprise_accepts_the_solution_and_rejects_wrong_ones(capsys):
     assert check_surprise(lambda p: -math.log(p))
-    assert not check_surprise(lambda p: -math.log2(p))      # bits, not nats
-    assert not check_surprise(lambda p: 1 - p)                # not a log at all
-    assert not check_surprise(lambda p: math.log(p))          # sign
+    assert not check_surprise(lambda p: -math.log2(p))  # bits, not nats
+    assert not check_surprise(lambda p: 1 - p)  # not a log at all
+    assert not check_surprise(lambda p: math.log(p))  # sign
     assert "Hint" in capsys.readouterr().out
 
 

@@ -3,6 +3,7 @@ sampling widget's state, top-p properties, word share, plots and the exercise ch
 
 References are independent: torch.optim.AdamW, F.cross_entropy in float64, naive loops.
 """
+
 import math
 
 import matplotlib
@@ -28,7 +29,7 @@ TEXT = "abcdefghij "
 def tiny():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=len(TEXT), block_size=16, n_layer=1, n_head=2, n_embd=16)).eval()
-    with torch.no_grad():                      # sharper than at init, so filters matter
+    with torch.no_grad():  # sharper than at init, so filters matter
         model.wte.weight.mul_(30)
     return model, CharTokenizer(TEXT)
 
@@ -49,8 +50,7 @@ def test_adamw_by_hand_matches_torch_over_three_steps(wd):
         grad = torch.randn(4, 5, generator=g, dtype=torch.float64) * 10 ** (step - 2)
         q.grad = grad.clone()
         opt.step()
-        p, m, v = T.adamw_by_hand(p, grad, lr=1e-2, betas=(0.9, 0.99), weight_decay=wd, m=m, v=v,
-                                  step=step)
+        p, m, v = T.adamw_by_hand(p, grad, lr=1e-2, betas=(0.9, 0.99), weight_decay=wd, m=m, v=v, step=step)
         assert torch.allclose(p, q.detach(), atol=1e-12, rtol=1e-10)
 
 
@@ -65,7 +65,7 @@ def _history(vals, every=10):
 
 
 def test_curve_phases_quarters():
-    h = _history([5.0, 4.0, 3.0, 2.9, 2.8, 2.75, 2.7, 2.65, 2.6])      # steps 0..80
+    h = _history([5.0, 4.0, 3.0, 2.9, 2.8, 2.75, 2.7, 2.65, 2.6])  # steps 0..80
     ph = T.curve_phases(h)
     assert ph["steps"] == [0, 20, 40, 60, 80]
     assert ph["loss"] == [5.0, 3.0, 2.8, 2.7, 2.6]
@@ -114,7 +114,7 @@ def test_sampling_state_distribution(tiny, T_, k, p):
     assert np.allclose(s["probs"], _naive_filtered(logits, T_, k, p), atol=1e-6)
     assert np.allclose(s["raw"], _naive_filtered(logits, T_), atol=1e-6)
     assert s["kept"] == int((s["probs"] > 0).sum()) and (k is None or s["kept"] <= k)
-    assert len(s["sample"]) == 16 - 1 - 5 and set(s["sample"]) <= set(TEXT)   # within block_size - 1
+    assert len(s["sample"]) == 16 - 1 - 5 and set(s["sample"]) <= set(TEXT)  # within block_size - 1
     again = T.sampling_state(model, tok, "abc d", temperature=T_, top_k=k, top_p=p, n_new=15, seed=4)
     assert again["sample"] == s["sample"]
 
@@ -135,7 +135,7 @@ def test_sampling_stays_within_the_trained_positions(tiny):
     model, tok = tiny
     assert T.context_limit(model) == 15
     assert T.sampling_state(model, tok, "abcdefghij", n_new=50)["sample"].__len__() == 5
-    long = T.sampling_state(model, tok, "abcdefghij" * 3, n_new=50)     # 30 > 15: the last 15 read
+    long = T.sampling_state(model, tok, "abcdefghij" * 3, n_new=50)  # 30 > 15: the last 15 read
     with torch.no_grad():
         ref = torch.softmax(model(torch.tensor([tok.encode(("abcdefghij" * 3)[-15:])]))[0, -1].double(), -1)
     assert long["sample"] == "" and np.allclose(long["raw"], ref.numpy(), atol=1e-6)
@@ -154,14 +154,15 @@ def test_plots_and_widget(tiny):
     controls = box.children[0].children[0].children
     image, text = box.children[0].children[1], box.children[1]
     before = image.value
-    controls[1].value = 0.3                     # temperature
+    controls[1].value = 0.3  # temperature
     assert image.value != before and "<pre>" in text.value
-    controls[0].value = "xyz"                   # a prompt outside the vocabulary
+    controls[0].value = "xyz"  # a prompt outside the vocabulary
     assert "not in this tokenizer" in text.value
     assert T.show_char("\n") == "⏎" and T.show_char(" ") == "␣" and T.show_char("a") == "a"
 
 
 # ---------------------------------------------------------------- exercises
+
 
 def test_bits_per_char_reference():
     assert T.bits_per_char_reference(math.log(2), 7, 7) == pytest.approx(1.0)
@@ -172,12 +173,15 @@ def _bpc_solution(loss_nats, n_tokens, n_chars):
     return loss_nats * n_tokens / n_chars / math.log(2)
 
 
-@pytest.mark.parametrize("wrong", [
-    lambda l, n, c: l * n / c * math.log(2),               # multiplies by ln 2
-    lambda l, n, c: l / math.log(2),                       # ignores tokens per character
-    lambda l, n, c: l * c / n / math.log(2),               # ratio upside down
-    lambda l, n, c: l * n / c / math.log(10),              # wrong log base
-])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda l, n, c: l * n / c * math.log(2),  # multiplies by ln 2
+        lambda l, n, c: l / math.log(2),  # ignores tokens per character
+        lambda l, n, c: l * c / n / math.log(2),  # ratio upside down
+        lambda l, n, c: l * n / c / math.log(10),  # wrong log base
+    ],
+)
 def test_bits_per_char_checker(wrong, capsys):
     assert T.check_bits_per_char(_bpc_solution)
     assert not T.check_bits_per_char(wrong)
@@ -203,7 +207,9 @@ def test_top_p_reference_against_naive_loop():
     for V in (3, 10, 40):
         w = torch.rand(V, generator=g, dtype=torch.float64) ** 2
         for p in (0.1, 0.5, 0.95):
-            assert np.allclose(T.top_p_reference(w / w.sum(), p).numpy(), _naive_top_p(w / w.sum(), p), atol=1e-12)
+            assert np.allclose(
+                T.top_p_reference(w / w.sum(), p).numpy(), _naive_top_p(w / w.sum(), p), atol=1e-12
+            )
 
 
 def _excludes_crossing(probs, p):
@@ -245,6 +251,7 @@ def test_top_p_checker(wrong, capsys):
 def test_checkers_say_not_attempted(capsys):
     def stub(*args):
         raise NotImplementedError
+
     assert not T.check_top_p(stub) and not T.check_bits_per_char(stub)
     assert capsys.readouterr().out.count("not attempted yet") == 2
 
@@ -253,7 +260,7 @@ def test_single_mistake_effect_against_a_naive_loop(tiny):
     model, _ = tiny
     ids = torch.randint(len(TEXT), (6, 12), generator=torch.Generator().manual_seed(3))
     got = E.single_mistake_effect(model, ids, 4, seed=5)
-    g = torch.Generator().manual_seed(5)       # the same corruption, rebuilt
+    g = torch.Generator().manual_seed(5)  # the same corruption, rebuilt
     bad = ids.clone()
     bad[:, 4] = (ids[:, 4] + torch.randint(1, len(TEXT), (6,), generator=g)) % len(TEXT)
     assert (bad[:, 4] != ids[:, 4]).all()
@@ -261,10 +268,14 @@ def test_single_mistake_effect_against_a_naive_loop(tiny):
         lc, lb = model(ids).double(), model(bad).double()
     ref = np.zeros(11)
     for t in range(11):
-        ref[t] = np.mean([float(F.cross_entropy(lb[n, t], ids[n, t + 1]) - F.cross_entropy(lc[n, t], ids[n, t + 1]))
-                          for n in range(6)])
+        ref[t] = np.mean(
+            [
+                float(F.cross_entropy(lb[n, t], ids[n, t + 1]) - F.cross_entropy(lc[n, t], ids[n, t + 1]))
+                for n in range(6)
+            ]
+        )
     assert np.allclose(got, ref, atol=1e-5)
-    assert np.abs(got[:4]).max() < 1e-6                      # causal: nothing before the mistake
+    assert np.abs(got[:4]).max() < 1e-6  # causal: nothing before the mistake
     with pytest.raises(ValueError, match="position"):
         E.single_mistake_effect(model, ids, 11)
 
@@ -279,11 +290,12 @@ def test_free_running_loss_against_float64_cross_entropy(tiny):
     for key, x in (("own", own), ("real", rows)):
         with torch.no_grad():
             logits = model(x).double()
-        ref = np.array([[float(F.cross_entropy(logits[n, t], x[n, t + 1])) for t in range(3, 13)]
-                        for n in range(5)]).mean(0)
+        ref = np.array(
+            [[float(F.cross_entropy(logits[n, t], x[n, t + 1])) for t in range(3, 13)] for n in range(5)]
+        ).mean(0)
         assert fr[key].shape == (10,) and np.allclose(fr[key], ref, atol=1e-5)
     again = E.free_running_loss(model, rows, prompt_len=4, seed=3)
-    assert torch.equal(again["own_ids"], own)                       # seeded
+    assert torch.equal(again["own_ids"], own)  # seeded
     for bad in (dict(prompt_len=0), dict(prompt_len=14)):
         with pytest.raises(ValueError, match="prompt_len"):
             E.free_running_loss(model, rows, **bad)
@@ -312,19 +324,23 @@ def test_top_p_properties_accept_the_reference_and_catch_wrong_filters():
         for p in (0.3, 0.9):
             ok = T.top_p_properties(raw.numpy(), T.top_p_reference(raw, p).numpy(), p)
             assert ok["most_likely"] and ok["reaches_p"] and ok["smallest"] and ok["renormalised"]
-            assert ok["kept"] == int((torch.cumsum(raw.sort(descending=True).values, 0) - raw.sort(descending=True).values < p).sum())
+            assert ok["kept"] == int(
+                (
+                    torch.cumsum(raw.sort(descending=True).values, 0) - raw.sort(descending=True).values < p
+                ).sum()
+            )
             ref = T.top_p_reference(raw, p)
             for wrong in (_excludes_crossing, _no_renormalise, _ascending, _unsorted):
                 out = wrong(raw, p)
-                if not torch.allclose(out, ref):            # where the wrong filter differs, it is caught
+                if not torch.allclose(out, ref):  # where the wrong filter differs, it is caught
                     props = T.top_p_properties(raw.numpy(), out.numpy(), p)
                     assert not all(props[k] for k in PROPS), (wrong.__name__, V, p)
-            everything = T.top_p_properties(raw.numpy(), raw.numpy(), p)        # no filter at all
+            everything = T.top_p_properties(raw.numpy(), raw.numpy(), p)  # no filter at all
             assert not everything["smallest"]
 
 
 def test_word_share():
     vocab = {"the", "return", "value"}
-    assert T.word_share("The return value, the value!", vocab) == pytest.approx(4 / 5)   # "The" != "the"
+    assert T.word_share("The return value, the value!", vocab) == pytest.approx(4 / 5)  # "The" != "the"
     assert T.word_share("xq zzv the", vocab) == pytest.approx(1 / 3)
     assert math.isnan(T.word_share("1 + 2 ;", vocab))

@@ -1,6 +1,7 @@
 """Notebook 08's corpus views (one text stream or a packed stream of documents) and its first-loss
 verdict under bf16 autocast. References: the corpora's own token tensors, re.findall, a model
 evaluated by hand under the same autocast."""
+
 import copy
 import math
 
@@ -62,8 +63,15 @@ def test_first_loss_verdict_holds_under_bf16_autocast():
     corpus = load_corpus("python-docs")
     cfg = preset("smoke", dtype="bfloat16", device="cpu", max_steps=1, eval_batches=2, progress=False)
     torch.manual_seed(cfg.seed)
-    model = GPT(GPTConfig(vocab_size=corpus.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
-                          n_head=cfg.n_head, n_embd=cfg.n_embd))
+    model = GPT(
+        GPTConfig(
+            vocab_size=corpus.vocab_size,
+            block_size=cfg.block_size,
+            n_layer=cfg.n_layer,
+            n_head=cfg.n_head,
+            n_embd=cfg.n_embd,
+        )
+    )
     ac = autocast_for(torch.device("cpu"), "bfloat16")
     ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches)
     first_bf16 = evaluate(model, corpus, "train", autocast=ac, **ev).mean_nll
@@ -71,4 +79,4 @@ def test_first_loss_verdict_holds_under_bf16_autocast():
     result = train(cfg, corpus, model=copy.deepcopy(model))
     assert abs(result.history[0]["train_loss"] - first_bf16) <= 1e-4
     assert abs(first_bf16 - math.log(corpus.vocab_size)) < 0.1
-    assert first_bf16 != first_fp32          # the precision matters: compare like with like
+    assert first_bf16 != first_fp32  # the precision matters: compare like with like
