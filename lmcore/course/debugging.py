@@ -1,35 +1,25 @@
-"""Notebook 07 (debugging label bugs): the classic pipelines where "the loss falls but the target
-is wrong", each trained a few steps with a tiny GPT, their diagnoses, and the measurements for
-the bugs ``run_checks`` cannot see (in ``debugging_measure``). Figures and the
-widget: ``debugging_views``; the two exercises and their checkers: ``debugging_exercises``.
-
-The corpus: each document counts up from a random start to 15 in steps of 1 or 2 (a coin flip),
-then EOS (PAD 0, EOS 1, numbers 2..15). Its exact entropy per target is the loss floor.
+"""Notebook 07 (debugging label bugs): each pipeline of ``debugging_pipelines`` trained a few
+steps with a tiny GPT, the verdicts on its loss, and its diagnosis by ``run_checks``. The toy
+task (documents, batches, entropy floor): ``debugging_data``; the measurements for the bugs
+``run_checks`` cannot see: ``debugging_measure``. Figures and the widget: ``debugging_views``;
+the two exercises and their checkers: ``debugging_exercises``. The names of the task and of the
+table are importable from here too, as notebook 07 uses them (``D.documents``, ``D.V``).
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
 from ..diagnose import run_checks
 from ..loss import causal_lm_loss
 from ..model import GPT
-from ..shift import labels_from_attention_mask, pack_documents
+from ..shift import labels_from_attention_mask
 from ..train.devices import cpu_threads
-from .debugging_losses import (
-    loss_batch_means,
-    loss_correct,
-    loss_double_shift,
-    loss_eos_is_pad,
-    loss_padding_scored,
-    loss_same_position,
-    loss_softmax_first,
-)
+from .debugging_data import ROWS, STEPS, L, V, documents, entropy_floor, padded_batch, training_batch
+from .debugging_losses import loss_correct
+from .debugging_pipelines import PIPELINES, Pipeline
 from .toys import EOS, PAD, fit, forward_with_mask, forward_without_causal_mask, toy_gpt
 from .verdict import below
 
@@ -55,153 +45,10 @@ __all__ = [
     "loss_correct",
 ]
 
-V, L, STEPS, ROWS = 16, 16, 60, 16  # PAD 0 and EOS 1: the kit's convention (toys)
-
-
-def documents(n: int, seed: int) -> list:
-    """``n`` documents that count up by 1 or 2 (a fair coin) from a start in 2..9 to 15."""
-    g = torch.Generator().manual_seed(seed)
-    docs = []
-    for s in torch.randint(2, 10, (n,), generator=g).tolist():
-        doc = [s]
-        while doc[-1] < V - 1:
-            big = doc[-1] < V - 2 and bool(torch.rand((), generator=g) < 0.5)
-            doc.append(doc[-1] + (2 if big else 1))
-        docs.append(doc)
-    return docs
-
-
-def entropy_floor(docs) -> float:
-    """The lowest possible mean next-token loss on ``docs`` (+ EOS): ln 2 per coin flip."""
-    targets = sum(len(d) for d in docs)  # (len - 1) numbers + EOS each
-    flips = sum(sum(1 for x in d if x < V - 2) for d in docs)
-    return flips * math.log(2) / targets
-
-
-def padded_batch(docs, *, eos_id: int = EOS, pad_id: int = PAD):
-    """``(input_ids, attention_mask)`` (N, L): each document + EOS, right-padded with pad_id."""
-    rows = [d + [eos_id] for d in docs]
-    ids = torch.tensor([r + [pad_id] * (L - len(r)) for r in rows])
-    mask = torch.tensor([[1] * len(r) + [0] * (L - len(r)) for r in rows])
-    return ids, mask
-
 
 def pipeline_gpt(seed: int = 0) -> GPT:
     """The GPT every pipeline trains: one layer, two heads, 32 wide, V = L = 16, seeded."""
     return toy_gpt(V, block_size=L, n_layer=1, n_head=2, n_embd=32, seed=seed)
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """One way to train: how batches are built, how the model is called, how the loss is taken."""
-
-    key: str
-    title: str
-    symptom: str
-    consequence: str
-    loss_fn: Callable
-    batch: str = "padded"  # "padded", "packed" or "eos_pad"
-    call: str = "masked"  # how forward calls the GPT: see build()
-    caught_by: str = "run_checks"
-
-
-PIPELINES = {
-    p.key: p
-    for p in [
-        Pipeline(
-            "correct",
-            "correct: shift once, ignore padding",
-            "loss falls",
-            "learns the next token",
-            loss_correct,
-        ),
-        Pipeline(
-            "same_position",
-            "logits compared with the same position",
-            "loss falls fast",
-            "learns to copy its input",
-            loss_same_position,
-        ),
-        Pipeline(
-            "double_shift",
-            "shifted outside and inside the loss",
-            "converges too",
-            "predicts t+2, not t+1",
-            loss_double_shift,
-        ),
-        Pipeline(
-            "softmax_first",
-            "softmax before the cross-entropy",
-            "runs without error",
-            "probabilities taken as logits",
-            loss_softmax_first,
-        ),
-        Pipeline(
-            "padding_scored",
-            "padding not ignored",
-            "the loss looks great",
-            "learns PAD -> PAD transitions",
-            loss_padding_scored,
-        ),
-        Pipeline(
-            "batch_means",
-            "per-row means averaged",
-            "smooth curve",
-            "short rows weigh more per token",
-            loss_batch_means,
-        ),
-        Pipeline(
-            "packed_causal",
-            "packed documents under a plain causal mask",
-            "high throughput",
-            "documents read each other",
-            loss_correct,
-            batch="packed",
-            caught_by="measurement: leak across documents",
-        ),
-        Pipeline(
-            "eos_is_pad",
-            "EOS ignored by its id (PAD = EOS)",
-            "odd generations",
-            "never learns to stop",
-            loss_eos_is_pad,
-            batch="eos_pad",
-            caught_by="run_checks + measurement: EOS targets and p(stop)",
-        ),
-        Pipeline(
-            "sees_future",
-            "the model sees the future (no causal mask)",
-            "loss below the floor",
-            "cannot generate",
-            loss_correct,
-            call="future",
-        ),
-        Pipeline(
-            "ignores_mask",
-            "the model is called without the attention mask",
-            "trains as well",
-            "left-padded prompts read their padding",
-            loss_correct,
-            call="plain",
-        ),
-        Pipeline(
-            "no_position_reset",
-            "left padding without position reset",
-            "trains as well",
-            "left-padded prompts get shifted positions",
-            loss_correct,
-            call="no_reset",
-        ),
-    ]
-}
-
-
-def _batch(kind: str, step: int):
-    docs = documents(ROWS, seed=1000 + step)
-    if kind == "packed":
-        packed = pack_documents(docs + documents(ROWS, seed=5000 + step), L, eos_id=EOS, pad_id=PAD)
-        return packed.input_ids[:ROWS], packed.attention_mask[:ROWS]
-    return padded_batch(docs, pad_id=EOS if kind == "eos_pad" else PAD)
 
 
 def build(key: str, seed: int = 0):
@@ -241,7 +88,7 @@ def train_pipeline(key: str, steps: int = STEPS, lr: float = 1e-2, seed: int = 0
     with cpu_threads(1):
         losses = fit(
             model,
-            lambda step: _batch(PIPELINES[key].batch, step),
+            lambda step: training_batch(PIPELINES[key].batch, step),
             steps=steps,
             lr=lr,
             loss_fn=lambda _model, batch: loss_fn(forward(*batch), *batch),

@@ -12,7 +12,10 @@ from ..diagnose import run_checks
 from ..shift import IGNORE_INDEX
 from ..train.devices import cpu_threads
 from .checks import Case, check, check_choices
-from .debugging import PIPELINES, L, V, loss_correct, pipeline_gpt
+from .debugging import pipeline_gpt
+from .debugging_data import L, V
+from .debugging_losses import loss_correct
+from .debugging_pipelines import PIPELINES
 from .toys import EOS, PAD, forward_with_mask, forward_without_causal_mask
 
 __all__ = ["BUG_CHOICES", "mystery_pipelines", "mystery_report", "check_mystery", "check_loss_fn"]

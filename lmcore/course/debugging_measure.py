@@ -10,7 +10,9 @@ import torch
 
 from ..diagnose import ragged_batch, token_weights
 from ..shift import pack_documents
-from .debugging import PIPELINES, L, V, _batch, train_pipeline
+from .debugging import train_pipeline
+from .debugging_data import L, V, training_batch
+from .debugging_pipelines import PIPELINES
 from .toys import EOS, PAD
 from .verdict import above
 
@@ -49,7 +51,7 @@ def packed_leak(key: str = "packed_causal") -> dict:
 def eos_targets(key: str) -> int:
     """How many EOS targets the pipeline's loss scores in one training batch of 16 documents."""
     p = PIPELINES[key]
-    ids, mask = _batch(p.batch, 0)
+    ids, mask = training_batch(p.batch, 0)
     w = token_weights(p.loss_fn, ids, mask, V)[:, :-1]
     return int(((w > 0) & (ids[:, 1:] == EOS)).sum())
 

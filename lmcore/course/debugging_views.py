@@ -8,16 +8,9 @@ from __future__ import annotations
 import math
 
 from ..diagnose import CHECK_NAMES
-from .debugging import (
-    PIPELINES,
-    ROWS,
-    V,
-    diagnose_pipeline,
-    documents,
-    entropy_floor,
-    loss_verdict,
-    train_pipeline,
-)
+from .debugging import diagnose_pipeline, loss_verdict, train_pipeline
+from .debugging_data import ROWS, V, documents, entropy_floor
+from .debugging_pipelines import PIPELINES
 from .style import COLORS, new_figure
 
 __all__ = ["plot_pipeline", "plot_signatures", "pipeline_explorer"]

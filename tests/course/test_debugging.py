@@ -8,10 +8,16 @@ import torch
 import torch.nn.functional as F
 
 from lmcore.course import debugging as d
+from lmcore.course import debugging_data as dd
 from lmcore.course import debugging_exercises as ex
+from lmcore.course import debugging_losses as dl
 from lmcore.course import debugging_measure as dm
+from lmcore.course import debugging_pipelines as dp
 from lmcore.course import debugging_views as views
+from lmcore.course.toys import forward_with_mask
+from lmcore.diagnose import run_checks
 from lmcore.model import GPT, GPTConfig
+from lmcore.train.devices import cpu_threads
 
 SIGNATURES = {
     "correct": (),
@@ -28,6 +34,22 @@ SIGNATURES = {
 }
 LEARNS = {"correct", "padding_scored", "batch_means", "packed_causal", "ignores_mask", "no_position_reset"}
 LEAKS = {"same_position", "sees_future", "padding_scored"}  # reported loss below the floor
+
+
+def test_debugging_keeps_the_names_notebook_07_uses_from_where_they_live():
+    for name in ["V", "L", "STEPS", "ROWS", "documents", "entropy_floor", "padded_batch"]:
+        assert getattr(d, name) is getattr(dd, name)
+    assert d.PIPELINES is dp.PIPELINES and d.Pipeline is dp.Pipeline and d.loss_correct is dl.loss_correct
+    assert set(d.__all__) <= set(dir(d))
+
+
+def test_training_batches_are_seeded_by_step_and_kind():
+    ids, mask = dd.training_batch("padded", 3)
+    assert torch.equal(torch.stack([ids, mask]), torch.stack(d.padded_batch(d.documents(d.ROWS, seed=1003))))
+    eos_ids, _ = dd.training_batch("eos_pad", 3)
+    assert torch.equal(eos_ids, ids.masked_fill(mask == 0, d.EOS))
+    packed_ids, packed_mask = dd.training_batch("packed", 3)
+    assert packed_ids.shape == (d.ROWS, d.L) and packed_mask.shape == (d.ROWS, d.L)
 
 
 def test_documents_count_up_by_one_or_two_to_15():
@@ -68,7 +90,7 @@ def test_train_pipeline_is_a_plain_adam_loop_on_the_seeded_batches():
     model = GPT(GPTConfig(vocab_size=d.V, block_size=d.L, n_layer=1, n_head=2, n_embd=32))
     opt, losses = torch.optim.Adam(model.parameters(), lr=1e-2), []
     labels = lambda ids, mask: ids.masked_fill(mask == 0, -100)[:, 1:]  # noqa: E731
-    with d.cpu_threads(1):
+    with cpu_threads(1):
         for step in range(d.STEPS):
             ids, mask = d.padded_batch(d.documents(d.ROWS, seed=1000 + step))
             doc, pos = torch.where(mask == 1, 0, -1), torch.where(mask == 1, mask.cumsum(-1) - 1, 0)
@@ -107,9 +129,9 @@ def test_worse_than_guessing_only_for_the_copying_and_peeking_models(key, capsys
 
 def test_diagnosis_switches_the_model_to_eval_and_back():
     model = d.pipeline_gpt(0).train()
-    report = d.run_checks(
-        lambda i, m: d.forward_with_mask(model, i, m),
-        d.loss_correct,
+    report = run_checks(
+        lambda i, m: forward_with_mask(model, i, m),
+        dl.loss_correct,
         vocab_size=d.V,
         eos_id=d.EOS,
         model=model,
@@ -189,12 +211,12 @@ def solution_loss(logits, input_ids, attention_mask):
 @pytest.mark.parametrize(
     "wrong",
     [
-        d.loss_same_position,
-        d.loss_padding_scored,
-        d.loss_batch_means,
-        d.loss_softmax_first,
-        d.loss_double_shift,
-        d.loss_eos_is_pad,
+        dl.loss_same_position,
+        dl.loss_padding_scored,
+        dl.loss_batch_means,
+        dl.loss_softmax_first,
+        dl.loss_double_shift,
+        dl.loss_eos_is_pad,
     ],
 )
 def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
