@@ -1,6 +1,6 @@
-"""Notebook 09 (the loss floor): entropy and KL, the exact per-token floor of chat arithmetic,
-the floor run and the exercise checkers (the per-target scoring lives in
-:mod:`lmcore.course.floor_tokens`; plots and the widget in ``floor_views``).
+"""Notebook 09 (the loss floor): entropy and KL, the exact per-token floor of chat arithmetic
+and the exercise checkers (the training run lives in :mod:`lmcore.course.floor_run`, the
+per-target scoring in ``floor_tokens``, plots and the widget in ``floor_views``).
 
 The floor is exact: :func:`lmcore.data.chat_arithmetic_entropy` for the whole corpus, and
 :func:`oracle_probs` (every turn enumerated) for each token, so a trained model's loss can be
@@ -14,9 +14,8 @@ from collections import Counter, defaultdict
 from functools import lru_cache
 
 import numpy as np
-import torch
 
-from ..data import chat_arithmetic_entropy, load_corpus
+from ..data import chat_arithmetic_entropy
 from ..data.arithmetic import _OPS
 from ..data.tokenizers import ChatTokenizer
 from ..perplexity import bits_per_byte
@@ -30,9 +29,6 @@ __all__ = [
     "token_slots",
     "oracle_probs",
     "exact_slot_entropy",
-    "floor_config",
-    "train_floor_run",
-    "short_curve",
     "RANGES",
     "check_entropy",
     "check_kl_gap",
@@ -135,83 +131,6 @@ def exact_slot_entropy(low: int = 0, high: int = 9, ops=("+",)) -> dict:
     return {s: (sums[s][0] / turns, sums[s][1] / turns) for s in SLOTS if s in sums}
 
 
-# ---------------------------------------------------------------- the floor run
-
-
-def floor_config(**overrides):
-    """The notebook's run: a 2-layer, 32-wide GPT, 300 steps of 64 rows of 32 tokens, on the
-    CPU with one thread (a few seconds); every field spelled out, ``overrides`` go on top."""
-    from ..train.presets import TrainConfig
-
-    base = dict(
-        corpus="chat-arithmetic",
-        n_layer=2,
-        n_head=2,
-        n_embd=32,
-        block_size=32,
-        dropout=0.0,
-        batch_size=64,
-        grad_accum=1,
-        max_steps=300,
-        lr=1.5e-2,
-        min_lr=1.5e-3,
-        warmup_steps=20,
-        weight_decay=0.1,
-        betas=(0.9, 0.99),
-        grad_clip=1.0,
-        eval_interval=25,
-        eval_batches=8,
-        seed=0,
-        device="cpu",
-        dtype="float32",
-        compile=False,
-        num_threads=1,
-        progress=False,
-    )
-    return TrainConfig(**{**base, **overrides})
-
-
-def _float64_run(corpus, seed: int, overrides: dict):
-    """:func:`lmcore.train.train` of :func:`floor_config` on ``corpus`` with a float64 GPT."""
-    from ..model import GPT
-    from ..train import train
-    from ..train.presets import model_config
-
-    cfg = floor_config(seed=seed, **overrides)
-    torch.manual_seed(seed)
-    model = GPT(model_config(cfg, corpus.vocab_size)).double()
-    return train(cfg, corpus, model=model)
-
-
-def train_floor_run(
-    *, low: int = 0, high: int = 9, ops=("+",), n_documents: int = 4000, seed: int = 0, **overrides
-):
-    """Train on ``n_documents`` chat-arithmetic turns; returns :class:`lmcore.train.TrainResult`
-    (its ``corpus`` has the validation turns).
-
-    The model is float64, which keeps kernel differences small; they are not zero (summation
-    order differs between vector kernels and the run amplifies it), so the notebook checks the
-    result against tolerances, not digits.
-    """
-    corpus = load_corpus(
-        "chat-arithmetic", n_documents=n_documents, seed=seed, low=low, high=high, ops=tuple(ops)
-    )
-    return _float64_run(corpus, seed, overrides)
-
-
-_CURVES: dict = {}
-
-
-def short_curve(high: int, ops: str = "+", steps: int = 150) -> list:
-    """The history of a short floor run on operands 0..high (cached: trained once per setting)."""
-    key = (high, ops, steps)
-    if key not in _CURVES:
-        _CURVES[key] = train_floor_run(
-            high=high, ops=tuple(ops), max_steps=steps, eval_interval=max(1, steps // 10)
-        ).history
-    return _CURVES[key]
-
-
 # ---------------------------------------------------------------- exercise checkers
 
 
@@ -230,34 +149,27 @@ def _prob_cases(seed: int, pairs: bool) -> list[Case]:
     ]
 
 
+def _grade(title: str, fn, reference, cases, hint: str, quiet: bool) -> bool:
+    """:func:`lmcore.course.checks.check` at the tolerances of every checker here."""
+    return check(title, fn, reference, cases, atol=1e-9, rtol=1e-7, hint=hint, quiet=quiet)
+
+
 def check_entropy(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(p) -> H(p)`` in nats (1-D NumPy probabilities, zeros allowed)."""
-    return check(
-        "entropy H(p)",
-        fn,
-        entropy,
-        _prob_cases(0, False),
-        atol=1e-9,
-        rtol=1e-7,
-        hint="H(p) = -sum p ln p with the natural log (nats, not bits); skip the zero "
-        "entries (0 ln 0 = 0), e.g. p = p[p > 0].",
-        quiet=quiet,
+    hint = (
+        "H(p) = -sum p ln p with the natural log (nats, not bits); skip the zero "
+        "entries (0 ln 0 = 0), e.g. p = p[p > 0]."
     )
+    return _grade("entropy H(p)", fn, entropy, _prob_cases(0, False), hint, quiet)
 
 
 def check_kl_gap(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(p, q) -> KL(p || q)`` in nats (q > 0 everywhere, p may have zeros)."""
-    return check(
-        "KL gap KL(p || q)",
-        fn,
-        kl_divergence,
-        _prob_cases(1, True),
-        atol=1e-9,
-        rtol=1e-7,
-        quiet=quiet,
-        hint="KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
-        "cross-entropy minus H(p), in nats; skip the entries where p = 0.",
+    hint = (
+        "KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
+        "cross-entropy minus H(p), in nats; skip the entries where p = 0."
     )
+    return _grade("KL gap KL(p || q)", fn, kl_divergence, _prob_cases(1, True), hint, quiet)
 
 
 def _bpb_cases() -> list[Case]:
@@ -273,13 +185,6 @@ def _bpb_cases() -> list[Case]:
 def check_bits_per_byte(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(mean_loss_nats, n_tokens, n_bytes) -> bits per byte`` against
     :func:`lmcore.perplexity.bits_per_byte`."""
-    return check(
-        "bits per byte",
-        fn,
-        lambda m, n, b: bits_per_byte(m * n, b),
-        _bpb_cases(),
-        atol=1e-9,
-        rtol=1e-7,
-        quiet=quiet,
-        hint="total bits = mean loss x tokens / ln 2; then divide by the bytes.",
-    )
+    hint = "total bits = mean loss x tokens / ln 2; then divide by the bytes."
+    reference = lambda m, n, b: bits_per_byte(m * n, b)
+    return _grade("bits per byte", fn, reference, _bpb_cases(), hint, quiet)

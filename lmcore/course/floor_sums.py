@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from ..data import DocumentCorpus, chat_arithmetic
-from .floor import TOK, _float64_run
+from .floor import TOK
+from .floor_run import float64_run
 
 __all__ = ["held_out_sums", "train_held_out_run", "answer_scores", "compare_seen_and_held_out"]
 
@@ -45,7 +46,7 @@ def train_held_out_run(held_out, *, n_documents: int = 4000, seed: int = 0, **ov
         "chat-arithmetic", TOK, train_docs + val_docs, val_fraction=n_val / (len(train_docs) + n_val)
     )
     assert len(corpus.val) == n_val, "the validation split must be exactly the last turns"
-    return _float64_run(corpus, seed, overrides)
+    return float64_run(corpus, seed, overrides)
 
 
 @torch.no_grad()

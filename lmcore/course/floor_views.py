@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from ..data import chat_arithmetic_entropy
-from .floor import RANGES, short_curve
+from .floor import RANGES
+from .floor_run import short_curve
 from .floor_tokens import ROLES
 from .style import COLORS, new_figure
 from .widgets import live_figure

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore.course import floor as FL  # noqa: E402
+from lmcore.course import floor_run as FR  # noqa: E402
 from lmcore.course import floor_tokens as FT  # noqa: E402
 from lmcore.course import floor_views as FV  # noqa: E402
 from lmcore.data import ChatTokenizer, chat_arithmetic_entropy, load_corpus  # noqa: E402
@@ -143,11 +144,11 @@ def test_slot_breakdown_by_hand():
 
 
 def test_train_floor_run_is_short_float64_and_scored_against_the_floor():
-    r = FL.train_floor_run(n_documents=200, max_steps=3, eval_interval=3)
+    r = FR.train_floor_run(n_documents=200, max_steps=3, eval_interval=3)
     assert next(r.model.parameters()).dtype == torch.float64
     assert [h["step"] for h in r.history] == [0, 3]
     assert r.history[0]["val_loss"] == pytest.approx(math.log(TOK.vocab_size), abs=0.15)
-    assert FL.floor_config().max_steps == 300 and FL.floor_config(max_steps=5).max_steps == 5
+    assert FR.floor_config().max_steps == 300 and FR.floor_config(max_steps=5).max_steps == 5
 
 
 HISTORY = [{"step": s, "train_loss": v + 0.05, "val_loss": v} for s, v in ((0, 2.9), (10, 1.0), (20, 0.6))]
@@ -170,12 +171,12 @@ def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
     class Fake:
         history = HISTORY
 
-    monkeypatch.setattr(FL, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
-    monkeypatch.setattr(FL, "_CURVES", {})
+    monkeypatch.setattr(FR, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
+    monkeypatch.setattr(FR, "_CURVES", {})
     box = FV.floor_explorer(HISTORY)
     assert calls == [] and box.children  # the initial state trains nothing
-    FL.short_curve(4, "+-*", steps=20)
-    FL.short_curve(4, "+-*", steps=20)
+    FR.short_curve(4, "+-*", steps=20)
+    FR.short_curve(4, "+-*", steps=20)
     assert len(calls) == 1 and calls[0]["high"] == 4 and calls[0]["ops"] == ("+", "-", "*")
     plt.close("all")
 

@@ -62,7 +62,7 @@ def _training(quick):
 
 def _floor(quick):
     from ...data import chat_arithmetic_entropy
-    from ..floor import train_floor_run
+    from ..floor_run import train_floor_run
     from ..floor_views import plot_loss_floor
 
     result = train_floor_run(max_steps=40 if quick else 300)
