@@ -64,7 +64,7 @@ def chat_arithmetic_entropy(*, low: int = 0, high: int = 9, ops=("+",), per: str
     after ``=`` is determined. ``per="document"`` returns H; ``per="target"`` (default) divides
     by the expected number of targets per turn (every token after ``<user>``, plus the EOS),
     which is the token-weighted mean loss a perfect model reaches when each turn is seen whole
-    (e.g. :func:`pack_whole_documents`). For 0..9 and "+": 2 ln 10 / 8.45 = 0.545 nats.
+    (``pack_documents(..., policy="whole")``). For 0..9 and "+": 2 ln 10 / 8.45 = 0.545 nats.
     """
     low, high, ops = _check_operands(low, high, ops)
     if per not in ("target", "document"):
