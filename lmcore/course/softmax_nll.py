@@ -16,13 +16,7 @@ from .._validate import require_real
 from ..perplexity import nats_to_bits
 from .checks import Case, check, random_logit_cases
 
-__all__ = ["fmt", "softmax_state", "double_softmax", "check_stable_softmax", "check_nll_from_logits"]
-
-
-def fmt(values, nd: int = 3) -> str:
-    """``[0.665, 0.245, 0.090]``: a list printed with a fixed number of decimals."""
-    text = [f"{float(v):.{nd}f}" for v in np.ravel(values)]
-    return "[" + ", ".join(t[1:] if t.startswith("-") and float(t) == 0 else t for t in text) + "]"
+__all__ = ["softmax_state", "double_softmax", "check_stable_softmax", "check_nll_from_logits"]
 
 
 def softmax_state(logits, target: int, temperature: float = 1.0) -> dict:

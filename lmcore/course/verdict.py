@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 from numbers import Real
 
-__all__ = ["in_range", "near", "holds", "below", "above", "YES", "NO"]
+import numpy as np
+
+__all__ = ["in_range", "near", "holds", "below", "above", "YES", "NO", "fmt"]
 
 YES, NO = "yes", "NO"
 
@@ -96,3 +98,10 @@ def holds(what: str, condition, *, quiet: bool = False) -> bool:
     if not isinstance(condition, bool):
         raise TypeError(f"condition must be a bool; got {type(condition).__name__} {condition!r}")
     return _say(what, condition, quiet)
+
+
+def fmt(values, nd: int = 3) -> str:
+    """``[0.665, 0.245, 0.090]``: exact values (from fixed inputs) printed with ``nd`` decimals,
+    ``-0.000`` as ``0.000``. Measurements go through the verdicts above instead."""
+    text = [f"{float(v):.{nd}f}" for v in np.ravel(values)]
+    return "[" + ", ".join(t[1:] if t.startswith("-") and float(t) == 0 else t for t in text) + "]"

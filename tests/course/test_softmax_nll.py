@@ -18,11 +18,6 @@ from lmcore.course import softmax_nll as S  # noqa: E402
 from lmcore.course import softmax_nll_views as SV  # noqa: E402
 
 
-def test_fmt_fixed_decimals():
-    assert S.fmt([0.66524, 0.24473, 0.09]) == "[0.665, 0.245, 0.090]"
-    assert S.fmt(np.array([1.40761]), nd=2) == "[1.41]"
-
-
 @pytest.mark.parametrize(
     "z, y, T",
     [([2.0, 1.0, 0.0], 1, 1.0), ([3.0, -1.0, 0.5, 2.0], 3, 0.3), ([1000.0, 999.0, 998.0, 0.0, -5.0], 0, 7.5)],

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmcore.course.verdict import above, below, holds, in_range, near
+from lmcore.course.verdict import above, below, fmt, holds, in_range, near
 
 
 def test_verdicts_print_the_claim_not_the_value(capsys):
@@ -60,3 +60,9 @@ def test_verdicts_reject_bad_tolerances():
         near("x", 1, 1, -0.1)
     with pytest.raises(ValueError, match="tol"):
         near("x", 1, 1, float("nan"))
+
+
+def test_fmt_fixed_decimals():
+    assert fmt([0.66524, 0.24473, 0.09]) == "[0.665, 0.245, 0.090]"
+    assert fmt(np.array([1.40761]), nd=2) == "[1.41]"
+    assert fmt([-0.0001, -0.5]) == "[0.000, -0.500]"
