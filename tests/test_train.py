@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from lmcore.data import load_corpus
 from lmcore.model import GPT, GPTConfig
-from lmcore.train import accumulate_gradients, evaluate, preset, train
+from lmcore.train import accumulate_gradients, evaluate, model_config, preset, train
 from lmcore.train.checkpoint import load_model
 from lmcore.train.cli import main
 from lmcore.train.optim import configure_optimizer, lr_at
@@ -195,15 +195,7 @@ def test_whole_loop_under_bf16_autocast_on_the_cpu(chat):
     loss is then a bf16 measurement: it must sit near ln V and near the float32 loss of the same
     initial weights within bf16's precision (0.05 nats), not within 1e-4."""
     cfg = smoke(n_embd=32, max_steps=20, eval_interval=10, dtype="bfloat16")
-    init = GPT(
-        GPTConfig(
-            vocab_size=chat.vocab_size,
-            block_size=cfg.block_size,
-            n_layer=cfg.n_layer,
-            n_head=cfg.n_head,
-            n_embd=cfg.n_embd,
-        )
-    )
+    init = GPT(model_config(cfg, chat.vocab_size))
     fp32_first = evaluate(
         init,
         chat,

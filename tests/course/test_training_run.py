@@ -12,8 +12,8 @@ from lmcore.course import training_run as R
 from lmcore.data import TextCorpus, load_corpus
 from lmcore.data.stdlib import PackedStreamCorpus
 from lmcore.data.tokenizers import ByteTokenizer, CharTokenizer
-from lmcore.model import GPT, GPTConfig
-from lmcore.train import autocast_for, evaluate, preset, train
+from lmcore.model import GPT
+from lmcore.train import autocast_for, evaluate, model_config, preset, train
 
 TEXT = "the cat sat on the mat. " * 40
 
@@ -63,15 +63,7 @@ def test_first_loss_verdict_holds_under_bf16_autocast():
     corpus = load_corpus("python-docs")
     cfg = preset("smoke", dtype="bfloat16", device="cpu", max_steps=1, eval_batches=2, progress=False)
     torch.manual_seed(cfg.seed)
-    model = GPT(
-        GPTConfig(
-            vocab_size=corpus.vocab_size,
-            block_size=cfg.block_size,
-            n_layer=cfg.n_layer,
-            n_head=cfg.n_head,
-            n_embd=cfg.n_embd,
-        )
-    )
+    model = GPT(model_config(cfg, corpus.vocab_size))
     ac = autocast_for(torch.device("cpu"), "bfloat16")
     ev = dict(batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=cfg.eval_batches)
     first_bf16 = evaluate(model, corpus, "train", autocast=ac, **ev).mean_nll
