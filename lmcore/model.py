@@ -19,7 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._validate import _describe, require_bool, require_int, require_int_scalar, require_tensor
+from ._validate import _describe, require_bool, require_int_scalar
+from .model_checks import check_attention, check_inputs
 from .shift import document_causal_mask
 
 __all__ = ["GPTConfig", "GPT"]
@@ -160,53 +161,21 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=std)
 
-    @torch.compiler.disable
-    def _check_inputs(self, input_ids, document_ids, position_ids):
-        require_tensor("input_ids", input_ids, 2, "(N, L)")
-        require_int("input_ids", input_ids)
-        N, L = input_ids.shape
-        V, block = self.config.vocab_size, self.config.block_size
-        if L < 1 or L > block:
-            raise ValueError(
-                f"input_ids has length L = {L}, but the model's block_size is {block} "
-                f"(its position table ends there). Crop the input to the last {block} "
-                "tokens, or build the model with a larger block_size."
-            )
-        if input_ids.numel() and bool(((input_ids < 0) | (input_ids >= V)).any()):
-            lo, hi = int(input_ids.min()), int(input_ids.max())
-            raise ValueError(
-                f"input_ids must be token ids in [0, {V}) (vocab_size); got values "
-                f"from {lo} to {hi}. Is the tokenizer's vocabulary larger than "
-                "GPTConfig.vocab_size, or is padding marked -100 in input_ids?"
-            )
-        for name, t in (("document_ids", document_ids), ("position_ids", position_ids)):
-            if t is None:
-                continue
-            require_tensor(name, t, 2, "(N, L)")
-            require_int(name, t)
-            if t.shape[1] != L or t.shape[0] not in (1, N):
-                raise ValueError(
-                    f"{name} must have shape (N, L) = {(N, L)} like input_ids; got {tuple(t.shape)}."
-                )
-        if position_ids is not None and bool(((position_ids < 0) | (position_ids >= block)).any()):
-            raise ValueError(
-                f"position_ids must lie in [0, {block}) (block_size); got values from "
-                f"{int(position_ids.min())} to {int(position_ids.max())}."
-            )
-
-    def hidden_states(self, input_ids: torch.Tensor, *, document_ids=None, position_ids=None):
+    def hidden_states(self, input_ids: torch.Tensor, *, document_ids=None, position_ids=None, attention=None):
         """Final hidden states (N, L, D), after the last LayerNorm.
 
         ``logits == hidden_states(x) @ lm_head.weight.T``, so
         ``chunked_causal_lm_loss(model.hidden_states(x), model.lm_head.weight, labels)`` equals
         ``causal_lm_loss(model(x), labels)`` without materialising (N, L, V).
         """
-        self._check_inputs(input_ids, document_ids, position_ids)
+        check_inputs(self.config, input_ids, document_ids, position_ids)
         L = input_ids.shape[1]
         if position_ids is None:
             position_ids = torch.arange(L, device=input_ids.device)[None]  # (1, L)
         attn_mask = None
-        if document_ids is not None:
+        if attention is not None:
+            attn_mask = check_attention(attention, document_ids, input_ids.shape)
+        elif document_ids is not None:
             if document_ids.shape[0] != input_ids.shape[0]:
                 document_ids = document_ids.expand(input_ids.shape[0], L)
             attn_mask = document_causal_mask(document_ids)[:, None]  # (N, 1, L, L)
@@ -215,14 +184,19 @@ class GPT(nn.Module):
             x = block(x, attn_mask)
         return self.ln_f(x)
 
-    def forward(self, input_ids: torch.Tensor, *, document_ids=None, position_ids=None):
+    def forward(self, input_ids: torch.Tensor, *, document_ids=None, position_ids=None, attention=None):
         """Logits (N, L, V): position t's scores for the token at t+1.
 
         Causal; with ``document_ids`` (N, L) a position attends only to earlier positions of
-        its own document. ``position_ids`` (N, L) default to 0..L-1.
+        its own document. ``position_ids`` (N, L) default to 0..L-1. ``attention`` (bool,
+        (L, L) or (N, 1, L, L), True where query i may read key j) replaces the causal mask:
+        for demonstrations only (a pattern that reads later positions lets the model see the
+        targets it is scored on); ``torch.ones(L, L).tril().bool()`` is the default.
         """
         return self.lm_head(
-            self.hidden_states(input_ids, document_ids=document_ids, position_ids=position_ids)
+            self.hidden_states(
+                input_ids, document_ids=document_ids, position_ids=position_ids, attention=attention
+            )
         )
 
     def num_parameters(self, non_embedding: bool = True) -> int:

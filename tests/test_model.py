@@ -186,3 +186,24 @@ def test_clear_errors():
         GPTConfig(n_embd=10, n_head=3)
     with pytest.raises(ValueError, match="vocab_size"):
         GPTConfig(vocab_size=0)
+
+
+def test_attention_argument_replaces_the_causal_mask():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)).eval()
+    ids = torch.randint(0, 11, (2, 6))
+    L = ids.shape[1]
+    tril = torch.ones(L, L, dtype=torch.bool).tril()
+    assert torch.equal(model(ids, attention=tril), model(ids))  # the causal pattern is the default
+    ref = model(ids[:, :3])  # a position reads only earlier keys: a causal prefix
+    free = model(ids, attention=torch.ones(L, L, dtype=torch.bool))
+    assert torch.allclose(model(ids, attention=tril)[:, :3], ref, atol=1e-6)
+    assert not torch.allclose(free[:, :3], ref, atol=1e-3)  # reading later keys changes them
+    with pytest.raises(TypeError, match="attention"):
+        model(ids, attention=tril.long())
+    with pytest.raises(ValueError, match="attention"):
+        model(ids, attention=tril[:5, :5])
+    with pytest.raises(ValueError, match="not both"):
+        model(ids, attention=tril, document_ids=torch.zeros_like(ids))
+    with pytest.raises(ValueError, match="at least one key"):
+        model(ids, attention=torch.zeros(L, L, dtype=torch.bool))

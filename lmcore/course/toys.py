@@ -169,23 +169,10 @@ def forward_with_mask(
 def forward_with_attention(
     model: GPT, input_ids: torch.Tensor, allowed: torch.Tensor, position_ids: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Logits (N, L, V) of ``model``'s own layers (embeddings, dropout, blocks, final LayerNorm,
-    head) with the attention pattern ``allowed`` (bool, (L, L) or (N, 1, L, L): query i may read
-    key j) instead of the causal one. ``allowed = tril`` reproduces ``model(input_ids)``.
-    Every query needs at least one key it may read."""
-    model._check_inputs(input_ids, None, position_ids)  # the model's own input checks
-    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
-        raise TypeError(
-            "allowed must be a bool tensor (True: the query may read the key); got "
-            f"{getattr(allowed, 'dtype', type(allowed).__name__)}."
-        )
-    L = input_ids.shape[1]
-    if position_ids is None:
-        position_ids = torch.arange(L, device=input_ids.device)[None]  # (1, L)
-    x = model.drop(model.wte(input_ids) + model.wpe(position_ids))  # (N, L, D)
-    for block in model.blocks:
-        x = block(x, allowed)
-    return model.lm_head(model.ln_f(x))
+    """Logits (N, L, V) of ``model`` with the attention pattern ``allowed`` (bool, (L, L) or
+    (N, 1, L, L): query i may read key j) instead of the causal one: the model's own
+    ``attention=`` argument. ``allowed = tril`` reproduces ``model(input_ids)``."""
+    return model(input_ids, position_ids=position_ids, attention=allowed)
 
 
 def forward_without_causal_mask(
