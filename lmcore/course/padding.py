@@ -90,12 +90,16 @@ def pad_id_effect(
     model, losses = toy_model(seed), []
     for pad_id in (PAD, new_pad_id):
         ids, mask = example_batch(pad_id, left=True)
-        doc = torch.where(mask == 1, 0, -1) if use_attention_mask else None
         labels = labels_from_attention_mask(ids, mask) if use_loss_mask else ids
         if use_loss_mask and strict:
             labels[:, 1:][mask[:, :-1] == 0] = IGNORE_INDEX
         with torch.no_grad():
-            losses.append(float(causal_lm_loss(model(ids, document_ids=doc), labels)))
+            logits = (
+                forward_with_mask(model, ids, mask, reset_positions=False)
+                if use_attention_mask
+                else model(ids)
+            )
+            losses.append(float(causal_lm_loss(logits, labels)))
     return abs(losses[0] - losses[1])
 
 
