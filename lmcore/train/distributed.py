@@ -12,6 +12,7 @@ on the concatenated batch, however unevenly the ranks' rows are padded.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from dataclasses import dataclass
 
@@ -91,8 +92,13 @@ def teardown(ctx: DistContext, *, clean: bool = True) -> None:
     """Destroy the process group :func:`setup` created. After a ``clean`` finish every rank
     first meets at a barrier, so no rank destroys the group while another still uses it
     (PyTorch's advice: a rank that destroys early can hang the others' exit). After an error
-    there is no barrier: the other ranks may never arrive, and torchrun stops them."""
+    there is no barrier: the other ranks may never arrive, and torchrun stops them.
+
+    The caller drops its references to the DDP wrapper first: a collection here frees DDP's
+    reducer while the group it uses still exists (freed after it, a worker hung in the
+    reducer's destructor on its way out)."""
     if ctx.owns_group and dist.is_initialized():
+        gc.collect()
         if clean and ctx.enabled:
             dist.barrier()
         dist.destroy_process_group()

@@ -13,7 +13,6 @@ gradient norm read together; plus those inside ``causal_lm_loss``'s input checks
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 from pathlib import Path
 from time import perf_counter as _now
@@ -219,15 +218,13 @@ def train(
         result.best_step, result.best_val_loss = best_step, best_val
         if out_dir is not None and cfg.keep_best and (out_dir / "best.pt").exists():
             result.best_path = out_dir / "best.pt"
-        clean = True
+        clean = result.status != "interrupted"  # an interrupted rank may not meet the others
     finally:
         if bar is not None:
             bar.close()
         threads.close()
         torch.set_float32_matmul_precision(old_precision)
-        if ctx.enabled:  # DDP's reducer goes before the process group it uses:
-            ddp = fwd = None  # freed after destroy_process_group, it can hang the exit
-            gc.collect()
+        ddp = fwd = None  # teardown frees DDP's reducer before the process group it uses
         teardown(ctx, clean=clean)
     model.eval()
     return result
