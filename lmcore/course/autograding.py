@@ -79,9 +79,10 @@ def graded_call(name: str, fallback, *args, **kwargs):
     _record_and_restore()
     genuine = _ORIGINALS.get(name, [])
     ok = (fallback if fallback in genuine or not genuine else genuine[0])(*args, **kwargs)
-    if ok is False or (type(ok).__name__ == "bool_" and not ok):
+    verdict = ok is True or ok is False or type(ok).__name__ in ("bool_", "CheckResult")
+    if verdict and not ok:
         raise NotPassed(f"{name}: not passed (see the line above)")
-    return None if ok is True or type(ok).__name__ == "bool_" else ok
+    return None if verdict else ok
 
 
 def _check_name(func) -> str | None:

@@ -1,9 +1,16 @@
 """Grading machinery: call a learner's function on fixed and seeded random cases, compare with
-the reference, print one clear line, return a bool.
+the reference, print one clear line, return a :class:`CheckResult` (true when it passed).
 
 A notebook's check cell looks like ``check_softmax(my_softmax)``; each exercise module builds
 its cases and calls :func:`check`. A stub that raises ``NotImplementedError`` reads as "not
 attempted yet", never as a failure, so "Run All" on the student edition reaches the end.
+
+The learner's function runs with warnings captured (a warning is named in the line, never
+written to stderr, and does not fail a right answer) and, with ``forbid=``, with calls to the
+references it must not use recorded (:mod:`lmcore.course.checks_guard`). Failure lines say what
+differs in numbers (:mod:`lmcore.course.checks_report`). The result is true or false for tests
+and for the autograder, and shows nothing as a cell's last value, so the "✓ pass" line stands
+alone.
 """
 
 from __future__ import annotations
@@ -16,9 +23,54 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Case", "check", "compare", "check_choices", "random_logit_cases"]
+from .checks_guard import captured_warnings, recorded_calls, warning_text
+from .checks_report import _as_array, compare, ratio_of, short
+
+__all__ = [
+    "Case",
+    "CheckResult",
+    "check",
+    "compare",
+    "check_choices",
+    "random_logit_cases",
+    "PASS",
+    "FAIL",
+    "TODO",
+]
 
 PASS, FAIL, TODO = "✓ pass", "✗ fail", "… not attempted yet"
+_short = short  # the name other modules of the course used
+
+
+class CheckResult:
+    """Whether a check passed (``bool(result)``, ``result == True``) and the line it printed.
+
+    As the last value of a notebook cell it displays nothing: the printed line is the output.
+    """
+
+    __slots__ = ("passed", "line")
+
+    def __init__(self, passed: bool, line: str = ""):
+        self.passed, self.line = bool(passed), line
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, CheckResult):
+            return self.passed == other.passed
+        if isinstance(other, (bool, np.bool_)):
+            return self.passed == bool(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.passed)
+
+    def __repr__(self) -> str:
+        return f"CheckResult({self.passed})"
+
+    def _ipython_display_(self) -> None:
+        """Nothing: the check already printed its one line."""
 
 
 @dataclass
@@ -32,95 +84,50 @@ class Case:
     def describe(self) -> str:
         if self.label:
             return self.label
-        parts = [_short(a) for a in self.args] + [f"{k}={_short(v)}" for k, v in self.kwargs.items()]
+        parts = [short(a) for a in self.args] + [f"{k}={short(v)}" for k, v in self.kwargs.items()]
         return "(" + ", ".join(parts) + ")"
 
 
-def _short(x, limit: int = 70) -> str:
-    if isinstance(x, torch.Tensor):
-        text = (
-            f"tensor{tuple(x.shape)} {x.flatten()[:6].tolist()}" if x.numel() > 6 else f"tensor({x.tolist()})"
-        )
-    elif isinstance(x, np.ndarray):
-        text = f"array({(np.round(x, 4) if x.dtype.kind == 'f' else x).tolist()})"
-    elif isinstance(x, float):
-        text = f"{x:.4g}"
-    else:
-        text = repr(x)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _copy_advice(args) -> str:
+    torchy = any(isinstance(a, torch.Tensor) for a in args)
+    return "work on a copy: x.clone()" if torchy else "work on a copy: x.copy()"
 
 
-def _as_array(x):
-    if isinstance(x, torch.Tensor):
-        return (
-            x.detach().cpu().to(torch.float64).numpy() if x.is_floating_point() else x.detach().cpu().numpy()
-        )
-    return np.asarray(x)
-
-
-def compare(expected, got, *, atol: float = 1e-6, rtol: float = 1e-5) -> str | None:
-    """None when ``got`` matches ``expected`` (numbers, arrays, tensors, tuples, dicts), else why not."""
-    if isinstance(expected, (tuple, list)) and not _is_numeric_seq(expected):
-        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return f"expected {len(expected)} results, got {_short(got)}"
-        for i, (e, g) in enumerate(zip(expected, got)):
-            why = compare(e, g, atol=atol, rtol=rtol)
-            if why:
-                return f"result {i}: {why}"
-        return None
-    if isinstance(expected, dict):
-        if not isinstance(got, dict) or set(got) != set(expected):
-            return f"expected a dict with keys {sorted(expected)}, got {_short(got)}"
-        for k in expected:
-            why = compare(expected[k], got[k], atol=atol, rtol=rtol)
-            if why:
-                return f"[{k!r}]: {why}"
-        return None
-    if isinstance(expected, str) or expected is None:
-        return None if got == expected else f"expected {expected!r}, got {_short(got)}"
+def _ratio_note(expected, got, ratio_hints) -> str:
+    """ " Did you ...?" when the result is the expected times a constant that ``ratio_hints`` names."""
+    if not ratio_hints:
+        return ""
     try:
         e, g = _as_array(expected), _as_array(got)
-    except Exception:  # noqa: BLE001 - anything unconvertible is simply a mismatch
-        return f"expected {_short(expected)}, got {_short(got)}"
-    if g.dtype == object:
-        return f"expected numbers like {_short(expected)}, got {_short(got)}"
-    if e.shape != g.shape:
-        return f"expected shape {e.shape}, got shape {g.shape}"
-    why = _kind_mismatch(expected, e, got, g)
-    if why:
-        return why
-    if e.dtype == bool or g.dtype == bool:
-        return None if np.array_equal(e, g) else f"expected {_short(expected)}, got {_short(got)}"
-    if not np.all(np.isfinite(g.astype(np.float64))) and np.all(np.isfinite(e.astype(np.float64))):
-        return f"got non-finite values (nan/inf): {_short(got)}"
-    if not np.allclose(g.astype(np.float64), e.astype(np.float64), atol=atol, rtol=rtol):
-        return f"expected {_short(expected)}, got {_short(got)}"
-    return None
+        c = ratio_of(e, g) if e.shape == g.shape and e.dtype.kind == g.dtype.kind == "f" else None
+    except Exception:  # noqa: BLE001 - a structure the ratio does not apply to
+        c = None
+    if c is None and isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)):
+        for e1, g1 in zip(expected, got):
+            note = _ratio_note(e1, g1, ratio_hints)
+            if note:
+                return note
+        return ""
+    for value, text in ratio_hints.items():
+        if c is not None and abs(c - value) <= 1e-6 * max(1.0, abs(value)):
+            return f" {text}"
+    return ""
 
 
-_KINDS = {"b": "bool", "i": "integer", "u": "integer", "f": "floating-point", "c": "complex"}
-_WHY_KIND = {
-    "bool": "a mask must be bool: a float 0/1 mask is *added* to attention scores, not used to select",
-    "integer": "ids and labels must be integers (int64): cross_entropy and embeddings need integer indices",
-}
+def _forbidden(forbid) -> dict[str, str]:
+    if not forbid:
+        return {}
+    if isinstance(forbid, str):
+        forbid = [forbid]
+    if isinstance(forbid, dict):
+        return dict(forbid)
+    return {name: "write it yourself" for name in forbid}
 
 
-def _kind_mismatch(expected, e, got, g) -> str | None:
-    """Where the reference returns a tensor or array, its dtype's kind (bool, integer, float)
-    carries meaning: float labels or a float 0/1 mask are a different thing. Widths may differ."""
-    if not isinstance(expected, (torch.Tensor, np.ndarray)):
-        return None
-    want, have = _KINDS.get(e.dtype.kind), _KINDS.get(g.dtype.kind)
-    if want == have or want is None:
-        return None
-    dtype = got.dtype if isinstance(got, (torch.Tensor, np.ndarray)) else type(got).__name__
-    return f"expected a {want} result, got dtype {dtype}" + (
-        f" ({_WHY_KIND[want]})" if want in _WHY_KIND else ""
-    )
-
-
-def _is_numeric_seq(x) -> bool:
-    return all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in x)
+def _say_line(line: str, quiet: bool, passed: bool) -> CheckResult:
+    if not quiet:
+        print(line)
+    return CheckResult(passed, line)
 
 
 def check(
@@ -134,66 +141,94 @@ def check(
     rtol: float = 1e-5,
     no_mutation: bool = True,
     quiet: bool = False,
-) -> bool:
+    forbid: Iterable[str] | dict[str, str] | None = None,
+    ratio_hints: dict[float, str] | None = None,
+) -> CheckResult:
     """Grade ``fn`` against ``reference`` on ``cases`` (``Case`` objects or tuples of args).
 
     Prints one line (pass; or the first case that differed, what differed, and ``hint``; or
-    "not attempted yet") and returns True only if every case matches. With ``no_mutation``, a
-    function that modifies its inputs fails too.
+    "not attempted yet") and returns a result that is true only if every case matches. With
+    ``no_mutation``, a function that modifies its inputs fails too. ``forbid`` names references
+    (dotted names, or a dict name -> message) that ``fn`` must not call, directly or not;
+    ``ratio_hints`` maps a constant ratio got/expected to a question ("did you divide by n twice?").
     """
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
     ]
-    say = (lambda msg: None) if quiet else print
+    forbidden = _forbidden(forbid)
     hint_text = f" Hint: {hint}" if hint else ""
+    warned = ""
     for case in cases:
-        expected = reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+        with captured_warnings():
+            expected = reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
         args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
-        try:
-            got = fn(*args, **kwargs)
-        except NotImplementedError:
-            say(f"{TODO} {name}: replace the `raise NotImplementedError` with your code, then re-run.")
-            return False
-        except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
-            say(
-                f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(exc).__name__}: {exc}.{hint_text}"
+        with captured_warnings() as caught, recorded_calls(forbidden) as called:
+            try:
+                got, error = fn(*args, **kwargs), None
+            except NotImplementedError:
+                return _say_line(
+                    f"{TODO} {name}: replace the `raise NotImplementedError` with your code, then re-run.",
+                    quiet,
+                    False,
+                )
+            except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
+                got, error = None, exc
+        said = warning_text(caught)
+        if called:
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()} your function called {called[0]}: "
+                f"{forbidden[called[0]]}.",
+                quiet,
+                False,
             )
-            return False
+        if error is not None:
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()} your function raised "
+                f"{type(error).__name__}: {str(error)[:200]}.{hint_text}",
+                quiet,
+                False,
+            )
         why = compare(expected, got, atol=atol, rtol=rtol)
         if why is None and no_mutation:
             if compare(case.args, args, atol=0, rtol=0) or compare(case.kwargs, kwargs, atol=0, rtol=0):
-                why = "your function modified its input in place (work on a copy: x.clone())"
+                why = f"your function modified its input in place ({_copy_advice(case.args)})"
         if why:
-            say(f"{FAIL} {name}: on input {case.describe()}: {why}.{hint_text}")
-            return False
-    say(f"{PASS} {name}: matches the reference on all {len(cases)} cases.")
-    return True
+            warn = f" (it warned {said})" if said else ""
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
+                f"{_ratio_note(expected, got, ratio_hints)}{hint_text}",
+                quiet,
+                False,
+            )
+        if said and not warned:
+            warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
+    return _say_line(f"{PASS} {name}: matches the reference on all {len(cases)} cases.{warned}", quiet, True)
 
 
 def check_choices(
     name: str, answers_fn: Callable[[], dict], expected: dict[Any, Any], hints: dict[Any, str] | None = None
-) -> bool:
+) -> CheckResult:
     """Grade a dict of named answers (e.g. which bug each mystery pipeline has)."""
-    try:
-        answers = answers_fn()
-    except NotImplementedError:
-        print(f"{TODO} {name}: fill in your answers, then re-run.")
-        return False
+    with captured_warnings():
+        try:
+            answers = answers_fn()
+        except NotImplementedError:
+            return _say_line(f"{TODO} {name}: fill in your answers, then re-run.", False, False)
     if not isinstance(answers, dict):
-        print(f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.")
-        return False
+        return _say_line(
+            f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.", False, False
+        )
     wrong = [k for k in expected if answers.get(k) != expected[k]]
     if wrong:
         k = wrong[0]
         hint = (hints or {}).get(k, "")
-        print(
+        return _say_line(
             f"{FAIL} {name}: {len(expected) - len(wrong)}/{len(expected)} right; {k!r} is not "
-            f"{answers.get(k)!r}.{' Hint: ' + hint if hint else ''}"
+            f"{answers.get(k)!r}.{' Hint: ' + hint if hint else ''}",
+            False,
+            False,
         )
-        return False
-    print(f"{PASS} {name}: all {len(expected)} answers right.")
-    return True
+    return _say_line(f"{PASS} {name}: all {len(expected)} answers right.", False, True)
 
 
 def random_logit_cases(seed: int) -> list[Case]:

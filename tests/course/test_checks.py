@@ -95,3 +95,128 @@ def test_check_rejects_float_labels_and_float_masks(capsys):
     doc = torch.tensor([[0, 0, 1, 1]])
     assert not check("mask", lambda d: document_causal_mask(d).float(), document_causal_mask, [(doc,)])
     assert "added" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- feedback a person reads
+
+
+def test_a_check_result_is_true_or_false_and_displays_nothing(capsys):
+    from lmcore.course.checks import CheckResult
+
+    ok = check("double", ref_double, ref_double, [([1, 2],)])
+    bad = check("double", lambda x: x, ref_double, [([1, 2],)])
+    assert isinstance(ok, CheckResult) and ok and ok == True and not bad and bad == False  # noqa: E712
+    assert ok.line.startswith("✓ pass") and bad.line.startswith("✗ fail")
+    assert ok._ipython_display_() is None  # IPython shows nothing under the printed line
+
+
+def test_a_check_cell_leaves_no_stray_value_in_a_notebook():
+    """Run a check as a cell's last expression in a real kernel: its one line, no Out[]."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from lmcore.course.checks import check\ncheck('double', lambda x: 2 * x, lambda x: 2 * x, [(1,)])"
+        )
+    ]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["stream"]
+    assert outputs[0].text.startswith("✓ pass double")
+
+
+def test_failure_names_the_first_differing_position_and_the_max_delta():
+    want = np.zeros((3, 4))
+    got = want.copy()
+    got[1, 2] = 0.5
+    why = compare(want, got)
+    assert "first difference at [1, 2]" in why and "expected 0, got 0.5" in why and "max |Δ| = 0.5" in why
+    assert "1 of 12 entries differ" in why and "allowed 1e-06" in why
+
+
+def test_failure_gives_the_ratio_when_the_result_is_a_constant_times_the_expected(capsys):
+    x = torch.randn(60, 70, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert not check(
+        "grad", lambda t: t / 4, lambda t: t.clone(), [(x,)], ratio_hints={0.25: "did you divide by n twice?"}
+    )
+    out = capsys.readouterr().out
+    assert "0.25x the expected everywhere" in out and "did you divide by n twice?" in out
+    assert len(out.splitlines()) == 1 and len(out) < 600  # one line, no 4,200-entry repr
+    assert "shape (60, 70)" in out and str(float(x[0, 5])) not in out  # rounded, not raw float64
+
+
+def test_a_nan_result_says_where():
+    why = compare(np.array([0.2, 0.3, 0.5]), np.array([0.2, np.nan, np.nan]))
+    assert "nan at [1]" in why and "2 of 3 entries non-finite" in why
+
+
+def test_a_warning_is_named_not_written_to_stderr_and_a_right_answer_still_passes(capsys):
+    def textbook(p):  # np.where evaluates both branches: log(0) warns, the result is right
+        p = np.asarray(p, dtype=np.float64)
+        return np.where(p > 0, -p * np.log(p), 0.0)
+
+    reference = lambda p: np.where(np.asarray(p) > 0, -np.asarray(p) * np.log(np.maximum(p, 1e-300)), 0.0)  # noqa: E731
+    assert check("entropy terms", textbook, reference, [(np.array([0.0, 0.5, 0.5]),)])
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("✓ pass") and "RuntimeWarning: divide by zero" in out
+
+    def naive(z):
+        e = np.exp(z)
+        return e / e.sum()
+
+    assert not check(
+        "softmax",
+        naive,
+        lambda z: np.exp(z - z.max()) / np.exp(z - z.max()).sum(),
+        [(np.array([1000.0, 0.0]),)],
+    )
+    out, err = capsys.readouterr()
+    assert err == "" and "it warned RuntimeWarning: overflow" in out and "nan at [0]" in out
+
+
+def test_a_call_to_a_forbidden_reference_is_rejected_however_it_was_imported(capsys):
+    from lmcore import handcalc
+    from lmcore.handcalc import softmax as renamed
+
+    forbid = {"lmcore.handcalc.softmax": "write it yourself", "torch.softmax": "write it yourself"}
+    cases = [(np.array([2.0, 1.0, 0.0]),)]
+    for cheat in (
+        handcalc.softmax,
+        lambda z: renamed(z),
+        lambda z: torch.softmax(torch.tensor(z), -1).numpy(),
+    ):
+        assert not check("softmax", cheat, handcalc.softmax, cases, forbid=forbid)
+        line = capsys.readouterr().out
+        assert "your function called" in line and "write it yourself" in line
+    own = lambda z: np.exp(z - z.max()) / np.exp(z - z.max()).sum()  # noqa: E731
+    assert check("softmax", own, handcalc.softmax, cases, forbid=forbid)
+
+
+def test_a_tensor_method_and_autograd_can_be_forbidden(capsys):
+    forbid = ["torch.Tensor.softmax", "torch.autograd.grad", "torch.Tensor.backward"]
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    assert not check("s", lambda t: t.softmax(-1), lambda t: torch.softmax(t, -1), [(x,)], forbid=forbid)
+    assert "torch.Tensor.softmax" in capsys.readouterr().out
+
+    def autograd_square_grad(t):
+        with torch.enable_grad():
+            t = t.detach().requires_grad_(True)
+            (t**2).sum().backward()
+            return t.grad
+
+    assert not check("g", autograd_square_grad, lambda t: 2 * t, [(x,)], forbid=forbid)
+    assert "torch.Tensor.backward" in capsys.readouterr().out
+    assert check("g", lambda t: 2 * t, lambda t: 2 * t, [(x,)], forbid=forbid)
+
+
+def test_mutation_advice_fits_the_library(capsys):
+    def mutate(a):
+        a *= 2
+        return a
+
+    assert not check("d", mutate, lambda a: a * 2, [(np.ones(2),)])
+    assert "x.copy()" in capsys.readouterr().out
+    assert not check("d", mutate, lambda a: a * 2, [(torch.ones(2),)])
+    assert "x.clone()" in capsys.readouterr().out

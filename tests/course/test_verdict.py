@@ -66,3 +66,23 @@ def test_fmt_fixed_decimals():
     assert fmt([0.66524, 0.24473, 0.09]) == "[0.665, 0.245, 0.090]"
     assert fmt(np.array([1.40761]), nd=2) == "[1.41]"
     assert fmt([-0.0001, -0.5]) == "[0.000, -0.500]"
+
+
+def test_an_expected_failure_reads_as_expected_not_as_no(capsys):
+    assert below("per-micro-batch mean: max |Δ grad|", 0.03, 1e-10, expect=False) is True
+    assert in_range("x", 5.0, 0, 1, expect=False) is True
+    assert near("loss", 3.0, 1.0, 0.1, expect=False) is True
+    assert above("gap", 0.0, 1, expect=False) is True
+    assert holds("the two losses agree", False, expect=False) is True
+    assert below("x", 0.0, 1.0, expect=False) is False  # it did not fail: that is the surprise
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "per-micro-batch mean: max |Δ grad| not below 1e-10, as expected",
+        "x not in [0, 1], as expected",
+        "loss not within 0.1 of 1, as expected",
+        "gap not above 1, as expected",
+        "the two losses agree: no, as expected",
+        "x below 1: yes, where a failure was expected: NO",
+    ]
+    with pytest.raises(TypeError, match="expect"):
+        below("x", 0.0, 1.0, expect="no")

@@ -1,0 +1,104 @@
+"""How a check runs the learner's function: warnings captured, forbidden calls recorded.
+
+- :func:`captured_warnings` collects every Python warning (NumPy's RuntimeWarnings, PyTorch's
+  UserWarnings) raised inside it, so none reaches stderr (nbgrader scores a cell that writes to
+  stderr 0) and the check can report it in words instead.
+- :func:`recorded_calls` records, while the learner's function runs, every call to a named
+  reference (``"lmcore.handcalc.softmax"``, ``"torch.softmax"``, ``"torch.Tensor.softmax"``,
+  ``"torch.autograd.grad"``), however it was imported or aliased: it watches calls with
+  ``sys.setprofile`` and matches the function's code object, the builtin itself, or (for a
+  ``Tensor`` method) the method's name on any tensor. The reference still runs; the check then
+  says "your function called lmcore.handcalc.softmax: write it yourself".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = ["captured_warnings", "recorded_calls", "resolve", "warning_text"]
+
+
+@contextlib.contextmanager
+def captured_warnings():
+    """Yield a list that collects every warning raised inside (none is printed)."""
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+        warnings.simplefilter("always")
+        yield caught
+
+
+def warning_text(caught: list) -> str:
+    """The first captured warning in a few words ("" if none)."""
+    if not caught:
+        return ""
+    w = caught[0]
+    more = f" (and {len(caught) - 1} more)" if len(caught) > 1 else ""
+    return f"{w.category.__name__}: {str(w.message).splitlines()[0][:100]}{more}"
+
+
+def resolve(dotted: str):
+    """The object a dotted name such as ``"torch.nn.functional.softmax"`` names."""
+    if not isinstance(dotted, str) or not dotted:
+        raise TypeError(f"a forbidden name must be a dotted string; got {dotted!r}")
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ValueError(f"cannot find {dotted!r}")
+
+
+def _matcher(dotted: str):
+    obj = resolve(dotted)
+    code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__func__", None), "__code__", None)
+    if code is not None:
+        return "call", code
+    owner, _, name = dotted.rpartition(".")
+    owner_obj = resolve(owner) if owner else None
+    if isinstance(owner_obj, type):  # a method of a C type, e.g. torch.Tensor.softmax
+        return "method", (owner_obj, name)
+    return "c_call", obj
+
+
+@contextlib.contextmanager
+def recorded_calls(names: Iterable[str]):
+    """Yield a list that collects (in call order, once each) the ``names`` called inside."""
+    names = list(names)
+    matchers = [(n, *_matcher(n)) for n in names]
+    codes = {m: n for n, kind, m in matchers if kind == "call"}
+    builtins = {id(m): (n, m) for n, kind, m in matchers if kind == "c_call"}
+    methods = [(n, m) for n, kind, m in matchers if kind == "method"]
+    called: list[str] = []
+
+    def note(name):
+        if name not in called:
+            called.append(name)
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            note(codes[frame.f_code])
+        elif event == "c_call":
+            hit = builtins.get(id(arg))
+            if hit is not None and arg is hit[1]:
+                note(hit[0])
+            for n, (owner, attr) in methods:
+                if getattr(arg, "__name__", None) == attr and isinstance(
+                    getattr(arg, "__self__", None), owner
+                ):
+                    note(n)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield called
+    finally:
+        sys.setprofile(previous)
