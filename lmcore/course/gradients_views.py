@@ -14,13 +14,15 @@ __all__ = ["plot_gradient_state", "gradient_explorer"]
 def plot_gradient_state(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, value=None, tokens=None):
     """Left: the loss as logit ``index`` moves, the current point and its tangent. Right: the
     gradient bars (the target's is the only negative one)."""
-    s = gradient_state(logits, target, index, value)
+    v = float(logits[index] if value is None else value)
+    s = gradient_state(logits, target, index, value, lo=min(-10.0, v - 2.0), hi=max(10.0, v + 2.0))
     names = list(tokens) if tokens is not None else [f"tok {i}" for i in range(s["z"].size)]
     fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.4)
     ax.plot(s["xs"], s["losses"], color=COLORS["input"], label="loss")
     ax.plot(s["xs"], s["tangent"], "--", color=COLORS["anchor"], label=f"slope = {s['slope']:.3f}")
     ax.plot([s["z"][index]], [s["loss"]], "o", color=COLORS["target"], markersize=8)
-    ax.set_ylim(-0.5, max(6.0, float(s["losses"].max()) * 0.6))
+    # the current point stays on the chart however far left the target's logit goes
+    ax.set_ylim(-0.5, max(6.0, float(s["losses"].max()) * 0.6, s["loss"] * 1.15 + 0.5))
     ax.set_xlabel(f"logit of {names[index]}" + (" (the target)" if index == target else ""))
     ax.set_ylabel("loss (nats)")
     ax.set_title(f"loss = {s['loss']:.3f} at z[{names[index]}] = {s['z'][index]:.2f}")
@@ -44,7 +46,7 @@ def gradient_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, index: int = 1, t
     base = [float(v) for v in logits]
     names = list(tokens) if tokens is not None else [f"tok {i}" for i in range(len(base))]
     which = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=index, description="move")
-    value = widgets.FloatSlider(value=base[index], min=-8.0, max=8.0, step=0.1, description="value")
+    value = widgets.FloatSlider(value=base[index], min=-20.0, max=10.0, step=0.1, description="value")
     pick = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=target, description="target")
     # choosing another logit starts the slider at that logit's own value
     which.observe(lambda change: setattr(value, "value", base[change["new"]]), names="value")

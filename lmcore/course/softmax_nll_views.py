@@ -19,9 +19,13 @@ def _token_names(V: int, tokens):
     return list(tokens) if tokens is not None else [f"tok {i}" for i in range(V)]
 
 
-def plot_softmax_state(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0, tokens=None):
-    """Bars of softmax(z / T) with the target highlighted; the loss in nats and bits in the title."""
-    state = softmax_state(logits, target, temperature)
+def plot_softmax_state(
+    logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0, tokens=None, shift: float = 0.0
+):
+    """Bars of softmax((z + shift) / T) with the target highlighted; the loss in nats and bits in
+    the title, the logits actually fed in (z + shift) under the bars."""
+    z = np.asarray(logits, dtype=np.float64) + float(shift)
+    state = softmax_state(z, target, temperature)
     names = _token_names(len(state["probs"]), tokens)
     fig, ax = new_figure(width=5.6, height=3.4)
     colors = [COLORS["target"] if i == target else COLORS["input"] for i in range(len(names))]
@@ -29,7 +33,8 @@ def plot_softmax_state(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: flo
     ax.bar_label(bars, labels=[f"{p:.3f}" for p in state["probs"]], padding=2)
     ax.set_ylim(0, 1.12)
     ax.set_ylabel("probability")
-    ax.set_xlabel(f"token (orange = target, T = {temperature:g})")
+    fed = ", ".join(f"{v:g}" for v in z)
+    ax.set_xlabel(f"token (orange = target, T = {temperature:g}); logits fed in: [{fed}]")
     ax.set_title(
         f"p(target) = {state['p_target']:.3f}   loss = {state['loss_nats']:.3f} nats "
         f"= {state['loss_bits']:.3f} bits"
@@ -77,8 +82,9 @@ def plot_double_softmax(target_logit=None, others=(0.0, 0.0)):
 
 
 def softmax_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float = 1.0, tokens=None):
-    """Sliders for 3-5 logits, a target selector and a temperature slider, redrawing
-    :func:`plot_softmax_state` live. Returns the widget (display it as a cell's last line)."""
+    """Sliders for 3-5 logits, one "+c" slider that adds the same constant to every logit, a
+    target selector and a temperature slider, redrawing :func:`plot_softmax_state` live.
+    Returns the widget (display it as a cell's last line)."""
     import ipywidgets as widgets
 
     if not 3 <= len(logits) <= 5:
@@ -90,11 +96,12 @@ def softmax_explorer(logits=(2.0, 1.0, 0.0), target: int = 1, temperature: float
         )
         for i, v in enumerate(logits)
     }
+    shift = widgets.FloatSlider(value=0.0, min=-1000.0, max=1000.0, step=10.0, description="+c (all)")
     pick = widgets.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=target, description="target")
     temp = widgets.FloatLogSlider(value=temperature, base=10, min=-1, max=1, step=0.05, description="T")
 
-    def draw(target, temperature, **zs):
-        return plot_softmax_state([zs[f"z{i}"] for i in range(len(zs))], target, temperature, tokens)
+    def draw(target, temperature, shift, **zs):
+        return plot_softmax_state([zs[f"z{i}"] for i in range(len(zs))], target, temperature, tokens, shift)
 
-    image = live_figure(draw, {"target": pick, "temperature": temp, **sliders})
-    return widgets.HBox([widgets.VBox([*sliders.values(), pick, temp]), image])
+    image = live_figure(draw, {"target": pick, "temperature": temp, "shift": shift, **sliders})
+    return widgets.HBox([widgets.VBox([*sliders.values(), shift, pick, temp]), image])

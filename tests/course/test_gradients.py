@@ -188,3 +188,17 @@ def test_descent_step_checker(capsys):
         assert not any(G.check_descent_step(w) for w in wrongs)
     out = capsys.readouterr().out
     assert out.count("fail") == len(wrongs) and out.count("pass") == 1
+
+
+def test_the_current_point_stays_on_the_chart_far_left():
+    for value in (-8.0, -15.0, -20.0):
+        fig = GV.plot_gradient_state([0.0, 1.0, 0.0], target=1, index=1, value=value)
+        ax = fig.axes[0]
+        (x,), (y,) = ax.lines[2].get_data()
+        lo, hi = ax.get_ylim()
+        xlo, xhi = ax.get_xlim()
+        assert x == value and lo <= y <= hi and xlo <= x <= xhi, (value, y, hi)
+        plt.close(fig)
+    w = GV.gradient_explorer([2.0, 1.0, 0.0], target=1, index=1)
+    assert w.children[0].children[1].min <= -20.0
+    plt.close("all")

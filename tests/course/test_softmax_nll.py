@@ -112,13 +112,25 @@ def test_plots_return_labelled_figures():
 def test_explorer_builds_and_validates():
     w = SV.softmax_explorer([1.0, 0.0, -1.0, 2.0], target=3)
     controls = w.children[0].children
-    assert len(controls) == 6  # 4 logits, target, temperature
-    assert [c.value for c in controls[:4]] == [1.0, 0.0, -1.0, 2.0] and controls[4].value == 3
+    assert len(controls) == 7  # 4 logits, +c to all, target, temperature
+    assert [c.value for c in controls[:4]] == [1.0, 0.0, -1.0, 2.0] and controls[5].value == 3
     image = w.children[1]
     first = image.value
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
     controls[0].value = 5.0  # moving a slider redraws the picture
     assert image.value != first and image.value[:4] == b"\x89PNG"
+    assert controls[4].description == "+c (all)" and controls[4].max >= 1000  # reaches overflow territory
+    plt.close("all")
+
+
+def test_adding_c_to_every_logit_changes_the_logits_fed_in_but_not_the_bars():
+    base, moved = (
+        SV.plot_softmax_state([2.0, 1.0, 0.0], 1),
+        SV.plot_softmax_state([2.0, 1.0, 0.0], 1, shift=1000.0),
+    )
+    heights = lambda fig: [round(r.get_height(), 12) for r in fig.axes[0].patches]  # noqa: E731
+    assert heights(base) == heights(moved) and base.axes[0].get_title() == moved.axes[0].get_title()
+    assert "[1002, 1001, 1000]" in moved.axes[0].get_xlabel() and "[2, 1, 0]" in base.axes[0].get_xlabel()
     with pytest.raises(ValueError, match="3 to 5"):
         SV.softmax_explorer([1.0, 2.0])
     plt.close("all")
