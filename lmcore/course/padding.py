@@ -1,20 +1,16 @@
-"""Notebook 05 (padding and perplexity): the toy batch and GPT, the pad-id test, the three
-perplexities (the widget's state: :func:`compare_perplexities`) and the exercise checkers. The
-figures are in :mod:`lmcore.course.padding_views`; gradient accumulation in
-:mod:`lmcore.course.padding_accumulation`."""
+"""Notebook 05 (padding and perplexity): the toy batch and GPT, the pad-id test, the attention
+mask as the model receives it, and a toy "model" that improves with context. Perplexity over
+batches and long texts is in :mod:`lmcore.course.padding_perplexity`, the exercise checkers in
+:mod:`lmcore.course.padding_exercises` and :mod:`lmcore.course.padding_accumulation` (gradient
+accumulation), the figures in :mod:`lmcore.course.padding_views`."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
 
 from ..loss import causal_lm_loss
 from ..model import GPT
-from ..perplexity import PerplexityMeter
-from ..shift import IGNORE_INDEX, labels_from_attention_mask, num_valid_targets
-from .checks import Case, check
+from ..shift import IGNORE_INDEX, labels_from_attention_mask
 from .toys import BOS, EOS, PAD, forward_with_mask, toy_gpt, toy_vocab
 
 __all__ = [
@@ -27,12 +23,8 @@ __all__ = [
     "toy_model",
     "real_logit_shift",
     "pad_id_effect",
+    "attention_from_mask",
     "context_logits",
-    "ragged_batches",
-    "three_perplexities",
-    "compare_perplexities",
-    "check_labels_from_attention_mask",
-    "check_token_weighted_perplexity",
 ]
 
 TOKENS = toy_vocab(["deep", "nets", "learn", "fast", "cats", "sit", "on", "warm", "mats"], bos=True)
@@ -83,8 +75,8 @@ def pad_id_effect(
 ) -> float:
     """|loss(pad id = PAD) - loss(pad id = new_pad_id)| on the left-padded example batch.
 
-    The attention mask reaches the GPT as document ids (padding is its own "document" -1, so
-    real tokens cannot read it). The loss mask is labels_from_attention_mask, plus (``strict``)
+    The attention mask reaches the GPT as the pattern :func:`attention_from_mask` builds (no
+    query reads a padding key). The loss mask is labels_from_attention_mask, plus (``strict``)
     -100 on the first real token, which left padding makes the target of a pad position.
     """
     model, losses = toy_model(seed), []
@@ -94,16 +86,25 @@ def pad_id_effect(
         if use_loss_mask and strict:
             labels[:, 1:][mask[:, :-1] == 0] = IGNORE_INDEX
         with torch.no_grad():
-            logits = (
-                forward_with_mask(model, ids, mask, reset_positions=False)
-                if use_attention_mask
-                else model(ids)
-            )
+            logits = model(ids, attention=attention_from_mask(mask)) if use_attention_mask else model(ids)
             losses.append(float(causal_lm_loss(logits, labels)))
     return abs(losses[0] - losses[1])
 
 
-# ---------------------------------------------------------------- perplexity over batches
+def attention_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """What a model does with an attention mask (N, L): the bool pattern (N, 1, L, L), True where
+    query i may read key j: causal (j <= i) and key j real. A padding query would then read
+    nothing (a softmax over no key is NaN), so each query may also read itself; nothing scores a
+    padding position's output anyway. Pass it as ``GPT(..., attention=...)``."""
+    if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
+        raise ValueError("attention_mask must be a (N, L) tensor of 0/1.")
+    L = attention_mask.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    real_key = attention_mask[:, None, None, :] == 1  # (N, 1, 1, L)
+    return (causal & real_key) | torch.eye(L, dtype=torch.bool)
+
+
+# ---------------------------------------------------------------- a toy model for perplexity
 
 
 def context_logits(input_ids: torch.Tensor, vocab_size: int, *, seed: int = 0) -> torch.Tensor:
@@ -115,115 +116,3 @@ def context_logits(input_ids: torch.Tensor, vocab_size: int, *, seed: int = 0) -
     nxt = torch.cat([input_ids[:, 1:], input_ids[:, -1:]], dim=1).clamp(0, vocab_size - 1)
     bonus = 1.2 * torch.log1p(torch.arange(L, dtype=torch.float64))[None, :].expand(N, L)
     return logits.scatter_add(2, nxt[..., None], bonus[..., None].contiguous())
-
-
-def ragged_batches(
-    shortest: int = 4,
-    longest: int = 32,
-    *,
-    n_batches: int = 6,
-    rows: int = 4,
-    vocab_size: int = 50,
-    seed: int = 0,
-):
-    """``n_batches`` batches of ``rows`` rows, all padded to ``longest``; batch b's real lengths
-    run from ``longest`` (b = 0) down to about ``shortest``. Returns a list of (logits, labels)."""
-    if not 2 <= shortest <= longest:
-        raise ValueError(f"need 2 <= shortest <= longest; got shortest={shortest}, longest={longest}.")
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for b, target in enumerate(np.linspace(longest, shortest, n_batches).round().astype(int)):
-        lens = torch.randint(max(2, int(target) - 2), int(target) + 1, (rows,), generator=g)
-        ids, labels = right_padded(torch.randint(3, vocab_size, (rows, longest), generator=g), lens)
-        out.append((context_logits(ids, vocab_size, seed=seed * 1000 + b), labels))
-    return out
-
-
-def three_perplexities(batches) -> dict:
-    """Token-weighted perplexity exp(ΣNLL/Σtokens) (via :class:`PerplexityMeter`), exp(mean of
-    batch mean losses) and the mean of per-batch perplexities, for a list of (logits, labels)."""
-    meter, means = PerplexityMeter(), []
-    for logits, labels in batches:
-        total = meter.update(logits, labels)
-        means.append(total / num_valid_targets(labels))
-    return {
-        "token_weighted": meter.perplexity,
-        "mean_of_batch_means": math.exp(np.mean(means)),
-        "mean_of_batch_perplexities": float(np.mean(np.exp(means))),
-        "n_tokens": meter.n_tokens,
-    }
-
-
-def compare_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int = 6, seed: int = 0) -> dict:
-    """The widget's state: :func:`three_perplexities` on :func:`ragged_batches` plus the
-    fraction of all positions that are padding."""
-    batches = ragged_batches(shortest, longest, n_batches=n_batches, seed=seed)
-    real = sum(int((lab != IGNORE_INDEX).sum()) for _, lab in batches)
-    return {
-        **three_perplexities(batches),
-        "padding_fraction": 1 - real / sum(lab.numel() for _, lab in batches),
-    }
-
-
-# ---------------------------------------------------------------- exercise checkers
-
-
-def check_labels_from_attention_mask(fn) -> bool:
-    g = torch.Generator().manual_seed(5)
-    cases = [
-        Case(example_batch(), label="the example batch (right padding)"),
-        Case(example_batch(left=True), label="the example batch, left padding"),
-        Case((example_batch()[0], example_batch()[1].bool()), label="bool attention_mask"),
-    ]
-    for n in range(3):
-        ids = torch.randint(0, 50, (3, 7), generator=g)
-        cases.append(Case((ids, (torch.rand(3, 7, generator=g) > 0.3).long()), label=f"random {n}"))
-    return check(
-        "labels_from_attention_mask",
-        fn,
-        labels_from_attention_mask,
-        cases,
-        hint="copy input_ids (clone) and put -100 where attention_mask is 0; do not shift.",
-    )
-
-
-def _naive_perplexity(batches) -> float:
-    total, count = 0.0, 0
-    for logits, labels in batches:
-        for n in range(labels.shape[0]):
-            for t in range(1, labels.shape[1]):
-                if int(labels[n, t]) != IGNORE_INDEX:
-                    total -= float(torch.log_softmax(logits[n, t - 1].double(), -1)[labels[n, t]])
-                    count += 1
-    return math.exp(total / count)
-
-
-def _ragged_cases(seed: int, n_batches: int):
-    """Random (logits, labels) batches of different shapes, logit scales and real lengths."""
-    g, out = torch.Generator().manual_seed(seed), []
-    for b in range(n_batches):
-        N, L = int(torch.randint(1, 4, (1,), generator=g)), int(torch.randint(3, 9, (1,), generator=g))
-        _, labels = right_padded(
-            torch.randint(0, 7, (N, L), generator=g), torch.randint(2, L + 1, (N,), generator=g)
-        )
-        out.append(((0.5 + 2.0 * b) * torch.randn(N, L, 7, generator=g), labels))
-    return out
-
-
-def check_token_weighted_perplexity(fn) -> bool:
-    cases = [Case((ragged_batches(4, 16, n_batches=3, rows=2),), label="three ragged batches")]
-    cases += [
-        Case(
-            (_ragged_cases(s, k),), label=f"random ragged batches, set {s} ({k} batch{'es' if k > 1 else ''})"
-        )
-        for s, k in ((1, 1), (2, 3), (3, 5))
-    ]
-    return check(
-        "token_weighted_perplexity",
-        fn,
-        _naive_perplexity,
-        cases,
-        rtol=1e-5,
-        hint="sum the NLL of every valid target (reduction='sum') and count them "
-        "(num_valid_targets) over all batches; divide once at the end, then exp.",
-    )

@@ -10,13 +10,14 @@ multiplied by K.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ..loss import causal_lm_loss
-from ..shift import num_valid_targets
+from ..shift import IGNORE_INDEX, num_valid_targets
 from .checks import Case, check
-from .padding import TOKENS, right_padded, toy_model
+from .padding import PAD, TOKENS, right_padded, toy_model
 
-__all__ = ["accumulation_batch", "flat_grad", "rank_gradients", "check_accumulation"]
+__all__ = ["accumulation_batch", "flat_grad", "rank_gradients", "ragged_micro_batches", "check_accumulation"]
 
 
 def accumulation_batch(seed: int = 0, rows: int = 4, length: int = 12, vocab_size: int = len(TOKENS)):
@@ -70,30 +71,77 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
     return out
 
 
-def _accumulation_grads(accumulate, seed: int, n_micro: int, full_batch: bool = False):
+def ragged_micro_batches(seed: int, n_micro: int):
+    """``n_micro`` micro-batches of 2 right-padded rows each, every micro-batch with its own
+    length L (12, 6, 9 or 4: no two neighbours alike) and uneven padding: a list of ``(input_ids, labels)``."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for k in range(n_micro):
+        L = (12, 6, 9, 4)[(seed + k) % 4]
+        lens = torch.randint(2, L + 1, (2,), generator=g)
+        out.append(right_padded(torch.randint(3, len(TOKENS), (2, L), generator=g), lens))
+    return out
+
+
+def _one_forward_reference(seed: int, n_micro: int):
+    """The full batch's gradients and mean loss: every row padded to the longest micro-batch's L
+    and concatenated, one forward (causal, right padding: the padding changes no real logit)."""
+    micro = ragged_micro_batches(seed, n_micro)
+    L = max(ids.shape[1] for ids, _ in micro)
+    ids = torch.cat([F.pad(x, (0, L - x.shape[1]), value=PAD) for x, _ in micro])
+    labels = torch.cat([F.pad(y, (0, L - y.shape[1]), value=IGNORE_INDEX) for _, y in micro])
     model = toy_model(seed)
-    ids, labels = accumulation_batch(seed, rows=2 * n_micro)
-    if full_batch:
-        causal_lm_loss(model(ids), labels).backward()
-    else:
-        accumulate(model, list(zip(ids.split(2), labels.split(2))))
-    return flat_grad(model)
+    loss = causal_lm_loss(model(ids), labels)
+    loss.backward()
+    return flat_grad(model), float(loss)
 
 
-def check_accumulation(fn) -> bool:
-    """``fn(model, micro_batches)`` must leave model's .grad equal to the full batch's gradient
-    of ``causal_lm_loss`` (mean over all valid targets)."""
+def _learner_run(accumulate, seed: int, n_micro: int):
+    """Run ``accumulate(model, micro_batches)`` with the micro-batches as a one-pass iterator and
+    every forward recorded; refuse anything but one forward per micro-batch, in order."""
+    model, micro = toy_model(seed), ragged_micro_batches(seed, n_micro)
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))
+    try:
+        logged = accumulate(model, iter(micro))
+    finally:
+        hook.remove()
+    want = [tuple(x.shape) for x, _ in micro]
+    if not shapes:
+        raise ValueError("the model was never called: did a first pass over the iterator use it up?")
+    if shapes != want:
+        raise ValueError(
+            f"the model saw inputs of shapes {shapes}, not one forward per micro-batch {want}: "
+            "accumulation means one forward and backward per micro-batch, never one big batch"
+        )
+    if not isinstance(logged, (float, int, torch.Tensor)) or isinstance(logged, bool):
+        raise TypeError(f"return the batch's mean loss as a float; got {type(logged).__name__}")
+    return flat_grad(model), float(logged)
+
+
+_NO_REFERENCE = {
+    "lmcore.train.accumulate.accumulate_gradients": "lmcore.train's own loop does this: write it yourself",
+    "lmcore.train.accumulate.backward_micro_batches": "lmcore.train's own loop does this: write it yourself",
+}
+
+
+def check_accumulation(fn, quiet: bool = False):
+    """``fn(model, micro_batches)``: micro-batches of different lengths and padding, handed as a
+    one-pass iterator; afterwards model's .grad must equal the full batch's gradient of
+    ``causal_lm_loss`` (mean over all valid targets), and ``fn`` returns that mean loss."""
     cases = [
-        Case((s, k), label=f"{k} micro-batches of 2 rows, uneven padding (seed {s})")
-        for s, k in ((0, 2), (1, 2), (2, 3), (3, 4))
+        Case((s, k), label=f"{k} micro-batches of 2 rows, each its own length and padding (seed {s})")
+        for s, k in ((0, 2), (1, 3), (2, 4))
     ]
     return check(
         "accumulate_gradients",
-        lambda s, k: _accumulation_grads(fn, s, k),
-        lambda s, k: _accumulation_grads(None, s, k, full_batch=True),
+        lambda s, k: _learner_run(fn, s, k),
+        _one_forward_reference,
         cases,
         atol=1e-9,
         rtol=1e-6,
-        hint="count the valid targets of ALL micro-batches first "
-        "(num_valid_targets), then pass that count as num_items to every micro-batch's loss.",
+        forbid=_NO_REFERENCE,
+        quiet=quiet,
+        hint="every target of the whole batch must weigh 1 / (valid targets of ALL micro-batches), "
+        "a count you only know after the last micro-batch; return the batch's mean loss too.",
     )

@@ -5,10 +5,11 @@ numbers come from :mod:`lmcore.course.padding`."""
 from __future__ import annotations
 
 from ..shift import IGNORE_INDEX, labels_from_attention_mask, num_valid_targets
-from .padding import EOS, PAD, TOKENS, compare_perplexities, example_batch
+from .padding import EOS, PAD, TOKENS, example_batch
+from .padding_perplexity import BATCH_SIZES, compare_batchings
 from .style import COLORS, draw_grid, new_figure
 
-__all__ = ["plot_padding_masks", "plot_perplexities"]
+__all__ = ["plot_padding_masks", "plot_perplexities", "perplexity_y_top"]
 
 
 def plot_padding_masks(
@@ -55,13 +56,27 @@ _KINDS = [
 ]
 
 
-def plot_perplexities(shortest: int = 4, longest: int = 32, *, n_batches: int = 6, seed: int = 0):
-    """Bars of the three ways to average perplexity over ragged batches."""
-    r = compare_perplexities(shortest, longest, n_batches=n_batches, seed=seed)
+def perplexity_y_top() -> float:
+    """One y-range for every setting of the widget, so bars compare across settings."""
+    return 1.1 * max(
+        compare_batchings(b, o)["mean_of_batch_perplexities"]
+        for b in BATCH_SIZES
+        for o in ("sorted", "shuffled")
+    )
+
+
+def plot_perplexities(batch_size: int = 4, order: str = "sorted", *, y_top: float | None = None):
+    """Bars of the three ways to average perplexity over one fixed evaluation set, batched by
+    ``batch_size`` rows in ``order``; the y-axis is the same for every setting."""
+    r = compare_batchings(batch_size, order)
     fig, ax = new_figure(width=6.0, height=3.4)
     bars = ax.bar([k[1] for k in _KINDS], [r[k[0]] for k in _KINDS], color=[COLORS[k[2]] for k in _KINDS])
     ax.bar_label(bars, labels=[f"{r[k[0]]:.2f}" for k in _KINDS], padding=2)
     ax.set_ylabel("perplexity")
-    ax.set_ylim(0, 1.15 * max(r[k[0]] for k in _KINDS))
-    ax.set_title(f"Batch lengths {longest} down to ~{shortest}: {r['padding_fraction']:.0%} padding")
+    ax.set_ylim(0, y_top if y_top is not None else perplexity_y_top())
+    ax.set_title(
+        f"The same {r['n_tokens']} targets in {r['n_batches']} batches of {batch_size} ({order}): "
+        f"{r['padding_fraction']:.0%} padding",
+        fontsize=9,
+    )
     return fig
