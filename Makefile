@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
+.PHONY: lab progress lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +14,16 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-# As root (containers, some cloud machines) JupyterLab needs --allow-root.
+# make lab: the learner's workspace/ (git-ignored; built on the first run from the learner edition,
+# refreshed later without replacing a notebook you changed), opened in JupyterLab.
+# make lab EDITION=instructor: notebooks/ with the solutions (autosave off). DRY_RUN=1: print only.
+EDITION ?= learner
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+	$(BIN)/python -m lmcore.course.build.lab --edition $(EDITION) $(if $(DRY_RUN),--dry-run)
+
+# Every check of workspace/ run headlessly (nothing in it changes): a notebook x exercise table.
+progress: $(STAMP)
+	$(BIN)/python -m lmcore.course.progress workspace
 
 # nbval against the committed outputs (the root conftest.py applies the same when a notebook is
 # named: `pytest notebooks/03_*.ipynb`). pyproject's addopts deselect slow tests; make test runs all.
@@ -66,7 +73,7 @@ test-browser: $(BROWSER_STAMP)
 	$(BIN)/python browser/run_browser_test.py "$(NB)"
 
 student: $(STAMP)
-	$(BIN)/python -m lmcore.course.build.student notebooks student
+	$(BIN)/python -m lmcore.course.build.workspace --student student
 
 # Re-execute notebooks in place (top to bottom, widget state stripped): make notebooks NB="01_*"
 NB ?= *
@@ -83,7 +90,7 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/train_throughput.py
 
 clean:
-	rm -rf $(VENV) student .pytest_cache .ruff_cache
+	rm -rf $(VENV) .lab .pytest_cache .ruff_cache  # never workspace/ or student/: learners' work
 
 # Instructors (needs nbgrader: the `teach` extra, installed here from requirements-teach.txt).
 # Grade SUBMISSIONS/<student>/<notebook>.ipynb with nbgrader's autograder into

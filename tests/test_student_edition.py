@@ -7,7 +7,8 @@ import nbformat
 import pytest
 
 from lmcore.course.build.nbtools import run_cells
-from lmcore.course.build.student import BEGIN, END, STUB, build_student_edition, strip_solutions
+from lmcore.course.build.student import BEGIN, END, STUB, strip_solutions
+from lmcore.course.build.workspace import build_student_edition
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 

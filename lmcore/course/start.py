@@ -10,7 +10,40 @@ import numpy as np
 from ..perplexity import nats_to_bits
 from .checks import Case, check
 
-__all__ = ["environment_report", "surprise_line", "surprise_reference", "check_surprise"]
+__all__ = [
+    "environment_report",
+    "surprise_line",
+    "surprise_reference",
+    "check_surprise",
+    "SURPRISE_PS",
+    "surprise_widget",
+]
+
+# The slider's stops: 1-2-5 steps from 0.0001 up to 0.1, then tenths, then close to 1; every
+# value the notebook's text asks about (0.5, 0.0001) is a stop, so the slider lands on it exactly.
+SURPRISE_PS = (
+    1e-4,
+    2e-4,
+    5e-4,
+    1e-3,
+    2e-3,
+    5e-3,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    0.95,
+    0.99,
+    1.0,
+)
 
 
 def environment_report() -> dict:
@@ -62,3 +95,18 @@ def check_surprise(fn) -> bool:
         cases,
         hint="the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
     )
+
+
+def surprise_widget(value: float = 0.5):
+    """Display the demo widget: a slider over :data:`SURPRISE_PS` (starting at ``value``)
+    printing :func:`surprise_line` for the chosen p."""
+    import ipywidgets as widgets
+
+    from .widgets import interact
+
+    if value not in SURPRISE_PS:
+        raise ValueError(f"value must be one of the slider's stops {SURPRISE_PS}, got {value!r}")
+    slider = widgets.SelectionSlider(
+        options=[(f"{p:g}", p) for p in SURPRISE_PS], value=value, description="p(correct)"
+    )
+    interact(lambda p: print(surprise_line(p)), p=slider, asks={"p(correct)": [0.5, 1e-4]})

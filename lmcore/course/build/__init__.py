@@ -1,6 +1,8 @@
 """Build tools of the course, apart from what a notebook imports: run them with ``python -m``.
 
-- :mod:`~lmcore.course.build.student`: the student edition (solutions replaced by stubs), ``make student``.
+- :mod:`~lmcore.course.build.student`: the student edition (solutions replaced by stubs).
+- :mod:`~lmcore.course.build.workspace`: the learner's ``workspace/`` and ``make student``, never
+  replacing a notebook the learner changed; :mod:`~lmcore.course.build.lab`: ``make lab``.
 - :mod:`~lmcore.course.build.nbtools`: re-execute notebooks in place, ``make notebooks``.
 - :mod:`~lmcore.course.build.nbgrader_meta`: stamp nbgrader's cell metadata on the notebooks.
 - :mod:`~lmcore.course.build.nbpolicy`: the notebook policy (ignored outputs, quoted numbers).
@@ -10,4 +12,14 @@
 (:mod:`lmcore.course.autograding` stays in ``lmcore.course``: notebooks call it at run time.)
 """
 
-__all__ = ["figures", "grade", "grade_report", "nbgrader_meta", "nbpolicy", "nbtools", "student"]
+__all__ = [
+    "figures",
+    "grade",
+    "grade_report",
+    "nbgrader_meta",
+    "nbpolicy",
+    "nbtools",
+    "student",
+    "workspace",
+    "lab",
+]

@@ -1,0 +1,230 @@
+"""The learner's workspace: their own copy of the course, refreshed without ever losing their work.
+
+``make lab`` builds ``workspace/`` (git-ignored) from the learner edition on its first run and
+refreshes it on every later one; ``make student`` writes ``student/`` the same way. Every file
+this module writes is recorded in ``<folder>/.lmcore/manifest.json`` with the SHA-256 of the bytes
+written, so "the learner changed it" is decided by content, not by timestamps:
+
+- a file that is missing is written (a new notebook of the course is *added*);
+- a file whose bytes are still the ones recorded is the course's own: it is *updated* when the
+  course changed;
+- any other file (edited, or merely opened and saved, or never written by this module) is
+  *kept* byte for byte; when the course's version differs from the one last given to the
+  learner, that version is written *beside* it as ``NN_name.course-update-<hash>.ipynb``
+  (never over an existing file) and the command says so.
+
+Every write goes to a temporary file in the same folder, then ``os.replace``: a crash leaves the
+old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from .student import student_notebook
+
+__all__ = [
+    "MANIFEST",
+    "Action",
+    "atomic_write",
+    "beside_name",
+    "sync_files",
+    "learner_files",
+    "build_workspace",
+    "build_student_edition",
+    "report",
+]
+
+MANIFEST = ".lmcore/manifest.json"
+REPO = Path(__file__).resolve().parents[3]
+
+START_PAGE = """# Your lmcore workspace
+
+This folder is **yours**: the learner edition of the course (solutions replaced by
+`raise NotImplementedError`, outputs cleared). Work here; `make lab` and `make student` never
+overwrite a notebook you changed. When the course changes upstream (`git pull`), `make lab` adds
+new notebooks, updates the ones you never touched, and puts a newer version of one you changed
+*beside* it (`NN_name.course-update-<hash>.ipynb`), saying so.
+
+Start with [notebooks/00_start_here.ipynb](notebooks/00_start_here.ipynb).
+
+{table}
+
+- **Stuck on an exercise?** In a cell: `from lmcore.course import show_solution`, then
+  `show_solution("surprise")` (the exercise's function name): the first call gives a hint, the
+  second the reference solution.
+- **How far am I?** `make progress` (in a terminal, in the repository) runs every check of this
+  workspace and prints a table; it changes nothing here.
+- The course's own README is [README.md](README.md).
+"""
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a sync did with one file: ``added``, ``updated``, ``unchanged``, ``kept`` (the
+    learner's version, the course's is the same as before) or ``beside`` (kept; the course's
+    newer version written as ``beside``)."""
+
+    path: str
+    what: str
+    beside: str | None = None
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def beside_name(rel: str, data: bytes) -> str:
+    """Where the course's newer version of a learner-changed file goes: next to it, named by
+    the new content's hash (so it never replaces anything, and one version is written once)."""
+    p = Path(rel)
+    return str(p.with_name(f"{p.stem}.course-update-{_sha(data)[:8]}{p.suffix}"))
+
+
+def _load_manifest(folder: Path) -> dict:
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data.get("files", {}) if isinstance(data, dict) else {}
+
+
+def sync_files(files: dict, folder, *, dry_run: bool = False) -> list[Action]:
+    """Bring ``folder`` up to date with ``files`` (relative path -> bytes) without replacing any
+    file the learner changed (see the module docstring). Returns one Action per file."""
+    if not isinstance(files, dict):
+        raise TypeError(f"files must be a dict of relative path -> bytes, got {type(files).__name__}")
+    folder = Path(folder)
+    manifest, actions = _load_manifest(folder), []
+    for rel, data in sorted(files.items()):
+        if not isinstance(data, bytes) or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"files[{rel!r}]: expected bytes under a relative path inside the folder")
+        path, new, written = folder / rel, _sha(data), manifest.get(rel)
+        current = _sha(path.read_bytes()) if path.is_file() else None
+        if current is None:
+            what = "added"
+        elif current == new:
+            what = "unchanged"
+        elif current == written:
+            what = "updated"
+        elif written == new:
+            actions.append(Action(rel, "kept"))
+            continue
+        else:
+            beside = beside_name(rel, data)
+            if not dry_run and not (folder / beside).exists():
+                atomic_write(folder / beside, data)
+            actions.append(Action(rel, "beside", beside))
+            continue
+        if what != "unchanged" and not dry_run:
+            atomic_write(path, data)
+        manifest[rel] = new
+        actions.append(Action(rel, what))
+    if not dry_run and any(a.what in ("added", "updated", "unchanged") for a in actions):
+        body = json.dumps(
+            {"about": "sha256 of each file as lmcore last wrote it", "files": manifest}, indent=1
+        )
+        atomic_write(folder / MANIFEST, body.encode() + b"\n")
+    return actions
+
+
+def _notebook_bytes(nb) -> bytes:
+    return (nbformat.writes(nb) + "\n").encode("utf-8")
+
+
+def learner_files(src_dir=None, *, prefix: str = "notebooks/", extras: bool = True) -> dict:
+    """The learner edition as ``{relative path: bytes}``: every notebook of ``src_dir``
+    (solutions stubbed, outputs cleared) under ``prefix``; with ``extras``, the start page, the
+    README and the figures it shows, so that the workspace root reaches what the notebooks link to."""
+    src = Path(src_dir) if src_dir is not None else REPO / "notebooks"
+    paths = sorted(src.glob("*.ipynb"))
+    if not paths:
+        raise ValueError(f"src_dir: no notebooks in {src}")
+    files = {
+        f"{prefix}{p.name}": _notebook_bytes(student_notebook(nbformat.read(p, as_version=4), notes=True))
+        for p in paths
+    }
+    if extras:
+        repo = src.resolve().parent
+        table = "\n".join(f"- [{p.stem}]({prefix}{p.name})" for p in paths)
+        files["START_HERE.md"] = START_PAGE.format(table=table).encode()
+        if (repo / "README.md").is_file():
+            files["README.md"] = (repo / "README.md").read_bytes()
+        for fig in sorted((repo / "figures").glob("*.png")):
+            files[f"figures/{fig.name}"] = fig.read_bytes()
+    return files
+
+
+def build_workspace(folder="workspace", src_dir=None, *, dry_run: bool = False) -> list[Action]:
+    """Create or refresh the learner's workspace ``folder`` from the notebooks in ``src_dir``."""
+    return sync_files(learner_files(src_dir), folder, dry_run=dry_run)
+
+
+def build_student_edition(src_dir="notebooks", out_dir="student", *, dry_run: bool = False) -> list[Path]:
+    """``make student``: the student edition of every notebook of ``src_dir`` in ``out_dir``,
+    by the same rules (a notebook changed there is kept; prints what it kept). Returns the path of
+    every notebook of the edition in ``out_dir``."""
+    actions = sync_files(learner_files(src_dir, prefix="", extras=False), out_dir, dry_run=dry_run)
+    if any(a.what in ("kept", "beside") for a in actions):
+        print(report(actions, out_dir))
+    return [Path(out_dir) / a.path for a in actions]
+
+
+def report(actions, folder) -> str:
+    """One line per notebook that changed or was kept, then a count; what the learner reads."""
+    lines = []
+    for a in actions:
+        if a.what == "added":
+            lines.append(f"  added     {a.path}")
+        elif a.what == "updated":
+            lines.append(f"  updated   {a.path} (you had not changed it)")
+        elif a.what == "beside":
+            lines.append(
+                f"  kept      {a.path}: you changed it; the course's newer version is beside it: {a.beside}"
+            )
+    kept = sum(a.what in ("kept", "beside") for a in actions)
+    counts = {w: sum(a.what == w for a in actions) for w in ("added", "updated", "unchanged")}
+    lines.append(
+        f"{folder}/: {counts['added']} added, {counts['updated']} updated, {counts['unchanged']} unchanged, "
+        f"{kept} of yours kept as you left them"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Create or refresh the learner's workspace (or student/).")
+    parser.add_argument("folder", nargs="?", default="workspace")
+    parser.add_argument("--src", default=None, help="the instructor edition (default: notebooks/)")
+    parser.add_argument("--student", action="store_true", help="the flat student edition (make student)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
+    args = parser.parse_args()
+    if args.student:
+        paths = build_student_edition(args.src or "notebooks", args.folder, dry_run=args.dry_run)
+        print(f"student edition: {len(paths)} notebooks in {args.folder}/")
+    else:
+        print(report(build_workspace(args.folder, args.src, dry_run=args.dry_run), args.folder))

@@ -1,0 +1,120 @@
+"""make progress and show_solution, on a workspace with one solved, one wrong and one untouched
+exercise; the workspace is not changed."""
+
+import hashlib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lmcore.course import solutions
+from lmcore.course.build.workspace import build_workspace
+from lmcore.course.progress import format_table, workspace_progress
+
+
+def _instructor(folder: Path) -> Path:
+    folder.mkdir()
+    cells = [nbformat.v4.new_markdown_cell("# 00 test"), nbformat.v4.new_code_cell("import math")]
+    for name in ("solved", "wrong", "untouched"):
+        cells.append(
+            nbformat.v4.new_code_cell(
+                f"def {name}(p):\n    ### BEGIN SOLUTION\n    return -math.log(p)\n    ### END SOLUTION"
+            )
+        )
+        cells.append(
+            nbformat.v4.new_code_cell(
+                f"from lmcore.course.start import check_surprise\n\ncheck_surprise({name})"
+            )
+        )
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / "00_test.ipynb")
+    return folder
+
+
+def _answer(path: Path, name: str, body: str) -> None:
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if c.source.startswith(f"def {name}(")]
+    cell.source = f"def {name}(p):\n    {body}"
+    nbformat.write(nb, path)
+
+
+def _tree(folder: Path) -> dict:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("progress")
+    instructor = _instructor(root / "notebooks")
+    build_workspace(root / "workspace", instructor)
+    mine = root / "workspace" / "notebooks" / "00_test.ipynb"
+    _answer(mine, "solved", "return -math.log(p)")
+    _answer(mine, "wrong", "return -math.log2(p)")
+    return root, instructor
+
+
+def test_progress_table_solved_wrong_untouched(course):
+    root, instructor = course
+    before = _tree(root / "workspace")
+    rows = workspace_progress(root / "workspace", instructor, jobs=1)
+    assert [(r.exercise, r.status) for r in rows] == [
+        ("solved", "pass"),
+        ("wrong", "fail"),
+        ("untouched", "todo"),
+    ]
+    assert "Hint" in rows[1].reason and "surprise" in rows[1].reason
+    table = format_table(rows, width=200)
+    assert "✓" in table and "✗ " in table and "… not attempted yet" in table
+    assert table.splitlines()[-1] == "total: 1 of 3 passed, 1 failed, 1 not attempted yet"
+    assert _tree(root / "workspace") == before
+
+
+def test_a_missing_notebook_reads_as_not_in_the_workspace(course, tmp_path):
+    _, instructor = course
+    (tmp_path / "notebooks").mkdir()
+    rows = workspace_progress(tmp_path, instructor)
+    assert {r.status for r in rows} == {"todo"} and "not in your workspace" in format_table(rows)
+
+
+def test_show_solution_hint_first_then_the_solution(course, monkeypatch, capsys):
+    _, instructor = course
+    monkeypatch.setenv("LMCORE_NOTEBOOKS", str(instructor))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(solutions, "_ASKED", {})
+    solutions.show_solution("wrong")
+    first = capsys.readouterr().out
+    assert "Hint for wrong (00_test.ipynb)" in first and "natural log" in first and "Reference solution" not in first
+    solutions.show_solution("wrong")
+    second = capsys.readouterr().out
+    assert "return -math.log(p)" in second and "BEGIN SOLUTION" not in second
+    with pytest.raises(ValueError, match="did you mean"):
+        solutions.show_solution("wrongg")
+    with pytest.raises(TypeError):
+        solutions.show_solution(3)
+
+
+def test_show_solution_is_off_while_grading(course, monkeypatch, capsys):
+    _, instructor = course
+    monkeypatch.setenv("LMCORE_NOTEBOOKS", str(instructor))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setattr(solutions, "_ASKED", {"wrong": 5})
+    solutions.show_solution("wrong")
+    out = capsys.readouterr().out
+    assert out.strip() == solutions.OFF_WHILE_GRADING and "math.log" not in out
+
+
+def test_every_course_exercise_is_found_with_a_hint():
+    from lmcore.course.build.nbgrader_meta import exercises
+
+    folder = solutions.instructor_notebooks()
+    names = [
+        e["function"]
+        for p in sorted(folder.glob("*.ipynb"))
+        for e in exercises(nbformat.read(p, as_version=4))
+    ]
+    assert names
+    for name in names:
+        assert solutions.find_exercise(name)["solution"]

@@ -1,0 +1,154 @@
+"""The learner's workspace: built once, refreshed without ever replacing what the learner changed."""
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lmcore.course.build import workspace as ws
+from lmcore.course.build.lab import lab_command, lab_settings
+from lmcore.course.build.lab import main as lab_main
+from lmcore.course.build.student import NOTE
+from lmcore.course.build.workspace import build_student_edition
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _course(folder: Path, title="", n=2) -> Path:
+    """A small instructor edition: ``n`` notebooks with one exercise each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [
+            nbformat.v4.new_markdown_cell(f"# {k:02d} {title}"),
+            nbformat.v4.new_code_cell(
+                f"import math\n\n\ndef f{k}(p):\n    ### BEGIN SOLUTION\n    return -math.log(p)\n    ### END SOLUTION"
+            ),
+            nbformat.v4.new_code_cell(
+                f"from lmcore.course.start import check_surprise\n\ncheck_surprise(f{k})"
+            ),
+        ]
+        nbformat.write(nb, folder / f"{k:02d}_n.ipynb")
+    return folder
+
+
+def _edit(path: Path) -> bytes:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1].source = nb.cells[1].source.replace(
+        "raise NotImplementedError", "return 1.0  # mine\n    raise"
+    )
+    nbformat.write(nb, path)
+    return path.read_bytes()
+
+
+def test_first_build_is_the_learner_edition_with_notes(tmp_path):
+    src = _course(tmp_path / "src")
+    actions = ws.build_workspace(tmp_path / "w", src)
+    assert {a.what for a in actions} == {"added"}
+    nb = nbformat.read(tmp_path / "w" / "notebooks" / "00_n.ipynb", as_version=4)
+    assert "BEGIN SOLUTION" not in nb.cells[1].source and "-math.log" not in nb.cells[1].source
+    assert NOTE.format(name="f0").splitlines()[1].strip() in nb.cells[1].source
+    assert (tmp_path / "w" / "START_HERE.md").read_text().count("notebooks/00_n.ipynb") >= 1
+    manifest = json.loads((tmp_path / "w" / ws.MANIFEST).read_text())["files"]
+    data = (tmp_path / "w" / "notebooks" / "00_n.ipynb").read_bytes()
+    assert manifest["notebooks/00_n.ipynb"] == hashlib.sha256(data).hexdigest()
+
+
+def test_every_writing_command_keeps_an_edited_notebook_byte_for_byte(tmp_path):
+    src = _course(tmp_path / "src")
+    folder = tmp_path / "w"
+    ws.build_workspace(folder, src)
+    mine = _edit(folder / "notebooks" / "00_n.ipynb")
+    untouched = (folder / "notebooks" / "01_n.ipynb").read_bytes()
+    # rerun, then the course changes upstream (both notebooks, and a new one), then rerun again
+    ws.build_workspace(folder, src)
+    _course(src, title="upstream changed", n=3)
+    actions = {a.path: a for a in ws.build_workspace(folder, src)}
+    ws.build_workspace(folder, src, dry_run=True)
+    assert (folder / "notebooks" / "00_n.ipynb").read_bytes() == mine
+    assert actions["notebooks/00_n.ipynb"].what == "beside"
+    beside = folder / actions["notebooks/00_n.ipynb"].beside
+    assert beside.name.startswith("00_n.course-update-") and "upstream changed" in beside.read_text()
+    assert actions["notebooks/01_n.ipynb"].what == "updated"
+    assert (folder / "notebooks" / "01_n.ipynb").read_bytes() != untouched
+    assert actions["notebooks/02_n.ipynb"].what == "added"
+    # the beside copy is never rewritten, the learner's file still not
+    before = beside.read_bytes()
+    again = {a.path: a for a in ws.build_workspace(folder, src)}
+    assert again["notebooks/00_n.ipynb"].what == "beside" and beside.read_bytes() == before
+    assert (folder / "notebooks" / "00_n.ipynb").read_bytes() == mine
+    assert "you changed it" in ws.report(again.values(), "w")
+
+
+def test_make_student_keeps_an_edited_notebook(tmp_path):
+    src, out = _course(tmp_path / "src"), tmp_path / "student"
+    build_student_edition(src, out)
+    mine = _edit(out / "00_n.ipynb")
+    build_student_edition(src, out)
+    _course(src, title="v2")
+    build_student_edition(src, out)
+    assert (out / "00_n.ipynb").read_bytes() == mine
+    assert list(out.glob("00_n.course-update-*.ipynb"))
+
+
+def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "a.ipynb"
+    target.write_bytes(b"old")
+
+    def boom(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError):
+        ws.atomic_write(target, b"new and longer")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ipynb"]
+
+
+def test_a_file_it_never_wrote_is_kept(tmp_path):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "x.txt").write_bytes(b"the learner's")
+    actions = ws.sync_files({"x.txt": b"course"}, tmp_path / "w")
+    assert actions[0].what == "beside" and (tmp_path / "w" / "x.txt").read_bytes() == b"the learner's"
+
+
+@pytest.mark.parametrize("files", [{"../x": b"a"}, {"/abs": b"a"}, {"x": "text"}])
+def test_sync_rejects_paths_outside_and_non_bytes(tmp_path, files):
+    with pytest.raises(ValueError):
+        ws.sync_files(files, tmp_path)
+
+
+def test_lab_dry_run_builds_the_workspace_and_names_the_command(tmp_path, capsys):
+    folder = tmp_path / "workspace"
+    assert lab_main(["--workspace", str(folder), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert (folder / "notebooks" / "00_start_here.ipynb").is_file() and (folder / "START_HERE.md").is_file()
+    assert f"--ServerApp.root_dir={folder.resolve()}" in out and "START_HERE.md" in out
+    assert lab_main(["--workspace", str(folder), "--dry-run"]) == 0
+    assert " 0 added, 0 updated" in capsys.readouterr().out
+
+
+def test_lab_settings_turn_news_off_and_autosave_only_for_the_learner():
+    learner, instructor = lab_settings("learner"), lab_settings("instructor")
+    notify = "@jupyterlab/apputils-extension/notification.jupyterlab-settings"
+    docs = "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings"
+    assert learner[notify]["fetchNews"] == "false" and learner[notify]["checkForUpdates"] is False
+    assert learner[docs]["autosave"] is True and instructor[docs]["autosave"] is False
+    cmd = lab_command("instructor", REPO)
+    assert f"--ServerApp.root_dir={REPO}" in cmd and any("NeverCheckForUpdate" in c for c in cmd)
+    with pytest.raises(ValueError):
+        lab_settings("teacher")
+
+
+def test_make_lab_dry_run_from_the_makefile(tmp_path):
+    if not (REPO / ".venv" / ".installed").exists():
+        pytest.skip("make's .venv is not set up here")
+    run = subprocess.run(
+        ["make", "-s", "lab", "DRY_RUN=1", "EDITION=instructor"], cwd=REPO, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert "would run:" in run.stdout and f"--ServerApp.root_dir={REPO}" in run.stdout
