@@ -1,6 +1,7 @@
-"""Notebook 09 (the loss floor): entropy and KL, the exact per-token floor of chat arithmetic
-and the exercise checkers (the training run lives in :mod:`lmcore.course.floor_run`, the
-per-target scoring in ``floor_tokens``, plots and the widget in ``floor_views``).
+"""Notebook 09 (the loss floor): entropy and KL and the exact per-token floor of chat arithmetic
+(the exercise checkers live in :mod:`lmcore.course.floor_exercises`, the training run in
+:mod:`lmcore.course.floor_run`, the per-target scoring in ``floor_tokens``, plots and the widget
+in ``floor_views``).
 
 The floor is exact: :func:`lmcore.data.chat_arithmetic_entropy` for the whole corpus, and
 :func:`oracle_probs` (every turn enumerated) for each token, so a trained model's loss can be
@@ -18,8 +19,6 @@ import numpy as np
 from ..data import chat_arithmetic_entropy
 from ..data.arithmetic import _OPS
 from ..data.tokenizers import ChatTokenizer
-from ..perplexity import bits_per_byte
-from .checks import Case, check
 
 __all__ = [
     "entropy",
@@ -30,14 +29,19 @@ __all__ = [
     "oracle_probs",
     "exact_slot_entropy",
     "RANGES",
-    "check_entropy",
-    "check_kl_gap",
-    "check_bits_per_byte",
 ]
 
 TOK = ChatTokenizer()
 SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")  # c: the answer's tokens
 RANGES = (1, 2, 4, 9, 19, 49, 99)  # operands 0..high in the widget
+
+
+_REFUSED: set[str] = set()  # names a learner's exercise call may not use (floor_exercises)
+
+
+def _refuse(name: str) -> None:
+    if name in _REFUSED:
+        raise RuntimeError(f"this exercise asks for your own code, not a call to lmcore's {name}()")
 
 
 def _dist(name, p):
@@ -49,6 +53,7 @@ def _dist(name, p):
 
 def entropy(p) -> float:
     """H(p) = -sum p ln p in nats, with 0 ln 0 = 0."""
+    _refuse("entropy")
     p = _dist("p", p)
     nz = p > 0
     return float(-(p[nz] * np.log(p[nz])).sum())
@@ -64,12 +69,14 @@ def _pair(p, q):
 
 def cross_entropy(p, q) -> float:
     """-sum p ln q in nats: the expected loss of a model q on data drawn from p."""
+    _refuse("cross_entropy")
     p, q = _pair(p, q)
     return float(-(p * np.log(q)).sum()) if np.all(q > 0) else math.inf
 
 
 def kl_divergence(p, q) -> float:
     """KL(p || q) = sum p ln(p / q) in nats = cross_entropy(p, q) - entropy(p) >= 0."""
+    _refuse("kl_divergence")
     p, q = _pair(p, q)
     return float((p * np.log(p / q)).sum()) if np.all(q > 0) else math.inf
 
@@ -129,62 +136,3 @@ def exact_slot_entropy(low: int = 0, high: int = 9, ops=("+",)) -> dict:
             sums[slots[t]][1] -= math.log(probs[tuple(seq[:t])][seq[t]])
         turns += 1
     return {s: (sums[s][0] / turns, sums[s][1] / turns) for s in SLOTS if s in sums}
-
-
-# ---------------------------------------------------------------- exercise checkers
-
-
-def _prob_cases(seed: int, pairs: bool) -> list[Case]:
-    fixed = [[0.5, 0.25, 0.125, 0.125], [0.1] * 10, [1.0, 0.0, 0.0], [0.7, 0.0, 0.3], [0.5, 0.5]]
-    rng = np.random.default_rng(seed)
-    ps = [np.array(p) for p in fixed] + [
-        rng.dirichlet(np.full(k, a)) for k, a in ((3, 1.0), (5, 0.3), (8, 2.0), (12, 0.5))
-    ]
-    if not pairs:
-        return [Case((p,)) for p in ps]
-    return [
-        Case((p, q))
-        for p in ps
-        for q in (np.full(p.size, 1 / p.size), rng.dirichlet(np.ones(p.size)) * 0.9 + 0.1 / p.size)
-    ]
-
-
-def _grade(title: str, fn, reference, cases, hint: str, quiet: bool) -> bool:
-    """:func:`lmcore.course.checks.check` at the tolerances of every checker here."""
-    return check(title, fn, reference, cases, atol=1e-9, rtol=1e-7, hint=hint, quiet=quiet)
-
-
-def check_entropy(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p) -> H(p)`` in nats (1-D NumPy probabilities, zeros allowed)."""
-    hint = (
-        "H(p) = -sum p ln p with the natural log (nats, not bits); skip the zero "
-        "entries (0 ln 0 = 0), e.g. p = p[p > 0]."
-    )
-    return _grade("entropy H(p)", fn, entropy, _prob_cases(0, False), hint, quiet)
-
-
-def check_kl_gap(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p, q) -> KL(p || q)`` in nats (q > 0 everywhere, p may have zeros)."""
-    hint = (
-        "KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
-        "cross-entropy minus H(p), in nats; skip the entries where p = 0."
-    )
-    return _grade("KL gap KL(p || q)", fn, kl_divergence, _prob_cases(1, True), hint, quiet)
-
-
-def _bpb_cases() -> list[Case]:
-    return [
-        Case((2.0, 1000, 3940), label="loss 2.0 nats, 1000 tokens, 3940 bytes"),
-        Case((0.545, 8450, 31450)),
-        Case((1.1, 500, 500), label="one byte per token"),
-        Case((3.3, 64, 700)),
-        Case((0.0, 10, 40), label="a perfect model"),
-    ]
-
-
-def check_bits_per_byte(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(mean_loss_nats, n_tokens, n_bytes) -> bits per byte`` against
-    :func:`lmcore.perplexity.bits_per_byte`."""
-    hint = "total bits = mean loss x tokens / ln 2; then divide by the bytes."
-    reference = lambda m, n, b: bits_per_byte(m * n, b)
-    return _grade("bits per byte", fn, reference, _bpb_cases(), hint, quiet)

@@ -1,5 +1,5 @@
 """Notebook 09's support code: entropy/KL, the exact per-token floor, the per-target table,
-plots, the widget and the checkers.
+plots and the widget (the checkers: test_floor_exercises.py).
 
 References are independent: torch.distributions, a per-turn forward pass with F.cross_entropy
 in float64, hand-labelled token slots, lmcore.data's closed-form entropy.
@@ -179,65 +179,3 @@ def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
     FR.short_curve(4, "+-*", steps=20)
     assert len(calls) == 1 and calls[0]["high"] == 4 and calls[0]["ops"] == ("+", "-", "*")
     plt.close("all")
-
-
-# ---------------------------------------------------------------- checkers
-
-
-def _entropy_ref(p):
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
-
-
-@pytest.mark.parametrize(
-    "wrong",
-    [
-        lambda p: float(-(p[p > 0] * np.log2(p[p > 0])).sum()),  # bits, not nats
-        lambda p: float(-(p * np.log(p)).sum()),  # 0 ln 0 -> nan
-        lambda p: float((p[p > 0] * np.log(p[p > 0])).sum()),  # sign
-    ],
-)
-def test_check_entropy(wrong, capsys):
-    assert FL.check_entropy(_entropy_ref, quiet=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        assert not FL.check_entropy(wrong, quiet=True)
-
-
-def _kl_ref(p, q):
-    k = p > 0
-    return float((p[k] * np.log(p[k] / q[k])).sum())
-
-
-@pytest.mark.parametrize(
-    "wrong",
-    [
-        lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"),  # KL(q || p), reversed
-        lambda p, q: _kl_ref(p, q) / math.log(2),  # bits
-        lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),  # cross-entropy, not the gap
-    ],
-)
-def test_check_kl_gap(wrong):
-    assert FL.check_kl_gap(_kl_ref, quiet=True)
-    assert not FL.check_kl_gap(wrong, quiet=True)
-
-
-@pytest.mark.parametrize(
-    "wrong",
-    [
-        lambda m, n, b: m / math.log(2),  # bits per token
-        lambda m, n, b: m * n / b,  # nats per byte
-        lambda m, n, b: m * b / (math.log(2) * n),  # ratio upside down
-    ],
-)
-def test_check_bits_per_byte(wrong):
-    assert FL.check_bits_per_byte(lambda m, n, b: m * n / (b * math.log(2)), quiet=True)
-    assert not FL.check_bits_per_byte(wrong, quiet=True)
-
-
-def test_stub_reads_not_attempted(capsys):
-    def stub(*args):
-        raise NotImplementedError
-
-    for checker in (FL.check_entropy, FL.check_kl_gap, FL.check_bits_per_byte):
-        assert not checker(stub)
-    assert capsys.readouterr().out.count("not attempted yet") == 3

@@ -1,0 +1,203 @@
+"""Notebook 09's checkers: each accepts right answers (also ones that warn), and rejects the
+course's own function, the shortcut and plausible wrong answers. References are written here
+(closed forms, a sampled corpus), never taken from the module under test."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from lmcore.course import floor as FL
+from lmcore.course import floor_exercises as FX
+from lmcore.data import ChatTokenizer, chat_arithmetic_entropy
+
+TOK = ChatTokenizer()
+
+
+def _entropy_ref(p):
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _kl_ref(p, q):
+    k = p > 0
+    return float((p[k] * np.log(p[k] / q[k])).sum())
+
+
+def _passes_silently(checker, fn, capfd):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning escaping the check would raise here
+        ok = checker(fn)
+    out = capfd.readouterr()
+    return ok and out.err == "" and "✓ pass" in out.out
+
+
+def test_textbook_np_where_answers_pass_without_a_warning(capfd):
+    """np.where evaluates both branches: log(0) warns. The check must pass and write nothing to stderr."""
+    assert _passes_silently(
+        FX.check_entropy, lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), capfd
+    )
+    assert _passes_silently(FX.check_kl_gap, lambda p, q: float(np.nansum(p * np.log(p / q))), capfd)
+    assert _passes_silently(FX.check_entropy, _entropy_ref, capfd)
+    assert _passes_silently(FX.check_kl_gap, _kl_ref, capfd)
+
+
+def test_warnings_are_silenced_only_during_the_call():
+    FX.check_entropy(lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), quiet=True)
+    with pytest.warns(RuntimeWarning):
+        np.log(np.array([0.0]))
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda p: FL.entropy(p),  # the course's reference
+        lambda p: FL.cross_entropy(p, p),  # the reference by another name
+        lambda p: float(-(p[p > 0] * np.log2(p[p > 0])).sum()),  # bits, not nats
+        lambda p: float(-(p * np.log(p)).sum()),  # 0 ln 0 -> nan
+        lambda p: float((p[p > 0] * np.log(p[p > 0])).sum()),  # sign
+        lambda p: float(-np.log(p[p > 0]).mean()),  # mean surprisal, unweighted
+    ],
+)
+def test_check_entropy_rejects(wrong, capsys):
+    assert not FX.check_entropy(wrong)
+    assert "✗ fail" in capsys.readouterr().out
+
+
+def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
+    assert not FX.check_entropy(lambda p: FL.entropy(p))
+    assert "not a call to lmcore's entropy()" in capsys.readouterr().out
+    assert FL.entropy([0.5, 0.5]) == pytest.approx(math.log(2))  # usable again afterwards
+    assert FL._REFUSED == set()
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda p, q: FL.kl_divergence(p, q),  # the reference
+        lambda p, q: FL.cross_entropy(p, q) - _entropy_ref(p),  # the reference's other half
+        lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"),  # KL(q || p), reversed
+        lambda p, q: _kl_ref(p, q) / math.log(2),  # bits
+        lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),  # cross-entropy, not the gap
+        lambda p, q: abs(_entropy_ref(q) - _entropy_ref(p)),  # |H(q) - H(p)|
+    ],
+)
+def test_check_kl_gap_rejects(wrong):
+    assert not FX.check_kl_gap(wrong, quiet=True)
+
+
+# ---------------------------------------------------------------- the subtraction generator
+
+
+def _digits(x):
+    return len(str(x))
+
+
+def _floor_closed_form(h):
+    """H(a) + H(b | a) over the expected targets: the digits of a, b and c, plus 5."""
+    ea = [a for a in range(h + 1)]
+    nats = math.log(h + 1) + sum(math.log(a + 1) for a in ea) / (h + 1)
+    targets = 5 + sum(
+        sum(_digits(a) + _digits(b) + _digits(a - b) for b in range(a + 1)) / (a + 1) for a in ea
+    ) / (h + 1)
+    return nats / targets
+
+
+def _learner(h):
+    nats = math.log(h + 1) + sum(math.log(a + 1) for a in range(h + 1)) / (h + 1)
+    n = 0.0
+    for a in range(h + 1):
+        for b in range(a + 1):
+            n += (len(str(a)) + len(str(b)) + len(str(a - b)) + 5) / ((h + 1) * (a + 1))
+    return nats / n
+
+
+@pytest.mark.parametrize("h", [0, 1, 9, 12, 99])
+def test_subtraction_floor_matches_the_closed_form(h):
+    assert FX.subtraction_floor(h) == pytest.approx(_floor_closed_form(h), rel=1e-12, abs=1e-15)
+
+
+def test_subtraction_floor_single_digits_by_hand():
+    # every turn has 8 targets; H = ln 10 + ln(10!) / 10
+    assert FX.subtraction_floor(9) == pytest.approx((math.log(10) + math.log(math.factorial(10)) / 10) / 8)
+
+
+def test_subtraction_turns_follow_the_rule_and_the_floor_is_an_empirical_floor():
+    turns = FX.subtraction_turns(20000, 4, seed=1)
+    pairs = [(int(t.split()[1]), int(t.split()[3]), int(t.split()[6])) for t in turns]
+    assert all(0 <= b <= a <= 4 and c == a - b for a, b, c in pairs)
+    # the perfect model's mean NLL on a sample, from the generator's own probabilities
+    nll = sum(math.log(5 * (a + 1)) for a, _, _ in pairs)
+    n = sum(len(TOK.encode(t)) for t in turns)
+    assert nll / n == pytest.approx(FX.subtraction_floor(4), rel=0.02)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "9", 1000])
+def test_subtraction_rejects_bad_high(bad):
+    with pytest.raises(ValueError, match="high"):
+        FX.subtraction_floor(bad)
+    with pytest.raises(ValueError, match="high"):
+        FX.subtraction_turns(3, bad)
+
+
+def _b_uniform(h):  # b uniform on 0..high, as in the + corpus
+    return 2 * math.log(h + 1) / _mean_targets(h)
+
+
+def _per_turn_ratio(h):  # the mean of per-turn ratios, not a ratio of means
+    tot = 0.0
+    for a in range(h + 1):
+        for b in range(a + 1):
+            p = 1 / ((h + 1) * (a + 1))
+            tot += p * (-math.log(p)) / (_digits(a) + _digits(b) + _digits(a - b) + 5)
+    return tot
+
+
+def _uniform_pairs(h):  # every (a, b) pair equally likely
+    pairs = [(a, b) for a in range(h + 1) for b in range(a + 1)]
+    return math.log(len(pairs)) / (
+        sum(_digits(a) + _digits(b) + _digits(a - b) + 5 for a, b in pairs) / len(pairs)
+    )
+
+
+WRONG_FLOORS = {
+    "the course's reference": lambda h: FX.subtraction_floor(h),
+    "chat_arithmetic_entropy with -": lambda h: chat_arithmetic_entropy(high=h, ops=("-",)),
+    "fixed 8 targets": lambda h: (math.log(h + 1) + sum(math.log(a + 1) for a in range(h + 1)) / (h + 1)) / 8,
+    "per turn": lambda h: _learner(h) * (5 + 3),  # not per target (wrong even at high = 9)
+    "bits": lambda h: _learner(h) / math.log(2),
+    "no EOS target": lambda h: _learner(h) * _mean_targets(h) / (_mean_targets(h) - 1),
+    "b uniform": _b_uniform,
+    "mean of ratios": _per_turn_ratio,
+    "pairs equally likely": _uniform_pairs,
+}
+
+
+def _mean_targets(h):
+    return sum(
+        (_digits(a) + _digits(b) + _digits(a - b) + 5) / ((h + 1) * (a + 1))
+        for a in range(h + 1)
+        for b in range(a + 1)
+    )
+
+
+def test_check_subtraction_floor_accepts_a_right_answer(capsys):
+    assert FX.check_subtraction_floor(_learner)
+    assert "✓ pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_FLOORS))
+def test_check_subtraction_floor_rejects(name, capsys):
+    assert not FX.check_subtraction_floor(WRONG_FLOORS[name])
+    out = capsys.readouterr().out
+    assert "✗ fail" in out and "high = " in out  # names the first case that differs
+
+
+def test_stub_reads_not_attempted(capsys):
+    def stub(*args):
+        raise NotImplementedError
+
+    for checker in (FX.check_entropy, FX.check_kl_gap, FX.check_subtraction_floor):
+        assert not checker(stub)
+    assert capsys.readouterr().out.count("not attempted yet") == 3
