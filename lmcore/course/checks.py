@@ -110,8 +110,21 @@ def _ratio_note(expected, got, ratio_hints) -> str:
         return ""
     for value, text in ratio_hints.items():
         if c is not None and abs(c - value) <= 1e-6 * max(1.0, abs(value)):
-            return f" {text}"
+            return f" {text[:1].upper()}{text[1:]}"
     return ""
+
+
+_FAILED: dict[str, int] = {}  # checker name -> failures so far in this kernel
+
+
+def _hint_for(name: str, hint) -> str:
+    """``hint`` as text; a pair (nudge, full) gives the nudge on a checker's first failure and the
+    full hint from the second on, so the first message points at the property, not the answer."""
+    if isinstance(hint, (tuple, list)):
+        nudge, full = hint
+        _FAILED[name] = _FAILED.get(name, 0) + 1
+        hint = nudge if _FAILED[name] == 1 else full
+    return f" Hint: {hint}" if hint else ""
 
 
 def _forbidden(forbid) -> dict[str, str]:
@@ -136,7 +149,7 @@ def check(
     reference: Callable,
     cases: Iterable,
     *,
-    hint: str = "",
+    hint: str | tuple[str, str] = "",
     atol: float = 1e-6,
     rtol: float = 1e-5,
     no_mutation: bool = True,
@@ -151,12 +164,12 @@ def check(
     ``no_mutation``, a function that modifies its inputs fails too. ``forbid`` names references
     (dotted names, or a dict name -> message) that ``fn`` must not call, directly or not;
     ``ratio_hints`` maps a constant ratio got/expected to a question ("did you divide by n twice?").
+    ``hint`` may be a pair (nudge, full): the first failure shows the nudge, later ones the full hint.
     """
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
     ]
     forbidden = _forbidden(forbid)
-    hint_text = f" Hint: {hint}" if hint else ""
     warned = ""
     for case in cases:
         with captured_warnings():
@@ -184,7 +197,7 @@ def check(
         if error is not None:
             return _say_line(
                 f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(error).__name__}: {str(error)[:200]}.{hint_text}",
+                f"{type(error).__name__}: {str(error)[:200]}.{_hint_for(name, hint)}",
                 quiet,
                 False,
             )
@@ -196,7 +209,7 @@ def check(
             warn = f" (it warned {said})" if said else ""
             return _say_line(
                 f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
-                f"{_ratio_note(expected, got, ratio_hints)}{hint_text}",
+                f"{_ratio_note(expected, got, ratio_hints)}{_hint_for(name, hint)}",
                 quiet,
                 False,
             )

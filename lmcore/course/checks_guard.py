@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["captured_warnings", "recorded_calls", "resolve", "warning_text"]
+__all__ = ["captured_warnings", "recorded_calls", "resolve", "available", "warning_text"]
 
 
 @contextlib.contextmanager
@@ -55,6 +55,18 @@ def resolve(dotted: str):
             obj = getattr(obj, name)
         return obj
     raise ValueError(f"cannot find {dotted!r}")
+
+
+def available(names: Iterable[str]) -> list[str]:
+    """The ``names`` that exist here (``scipy.special.softmax`` only where SciPy is installed)."""
+    out = []
+    for name in names:
+        try:
+            resolve(name)
+        except (ValueError, AttributeError):
+            continue
+        out.append(name)
+    return out
 
 
 def _matcher(dotted: str):

@@ -63,6 +63,13 @@ def ratio_of(expected: np.ndarray, got: np.ndarray) -> float | None:
     return c
 
 
+def _simple(c: float) -> bool:
+    """A ratio worth naming for a single number: ±k or ±1/k (k <= 16), ln 2 or 1/ln 2."""
+    a = abs(c)
+    candidates = [float(k) for k in range(1, 17)] + [1 / k for k in range(2, 17)] + [np.log(2), 1 / np.log(2)]
+    return any(abs(a - v) <= 1e-6 * v for v in candidates)
+
+
 def _where(index: tuple) -> str:
     return "" if not index else f" at [{', '.join(str(int(i)) for i in index)}]"
 
@@ -74,7 +81,8 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
         i = tuple(np.argwhere(bad)[0]) if g64.ndim else ()
         return (
             f"your result is {g64[i] if g64.ndim else float(g64)}{_where(i)} where the expected value "
-            f"is {_num(float(e64[i] if e64.ndim else e64))} ({int(bad.sum())} of {bad.size} entries non-finite)"
+            f"is {_num(float(e64[i] if e64.ndim else e64))}"
+            + (f" ({int(bad.sum())} of {bad.size} entries non-finite)" if bad.size > 1 else "")
         )
     off = ~np.isclose(g64, e64, atol=atol, rtol=rtol, equal_nan=True)
     if not off.any():
@@ -82,7 +90,9 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
     delta = np.where(np.isfinite(g64 - e64), np.abs(g64 - e64), np.inf)
     tol = f"allowed {atol:.0e} + {rtol:.0e}·|expected|"
     if e64.ndim == 0:
-        return f"expected {_num(float(e64))}, got {_num(float(g64))} (|Δ| = {float(delta):.2g}, {tol})"
+        c = ratio_of(e64, g64)
+        times = f"; that is {c:.4g}x the expected" if c is not None and _simple(c) else ""
+        return f"expected {_num(float(e64))}, got {_num(float(g64))} (|Δ| = {float(delta):.2g}, {tol}){times}"
     i = tuple(np.argwhere(off)[0])
     text = (
         f"first difference{_where(i)}: expected {_num(float(e64[i]))}, got {_num(float(g64[i]))}; "

@@ -142,7 +142,7 @@ def test_failure_gives_the_ratio_when_the_result_is_a_constant_times_the_expecte
         "grad", lambda t: t / 4, lambda t: t.clone(), [(x,)], ratio_hints={0.25: "did you divide by n twice?"}
     )
     out = capsys.readouterr().out
-    assert "0.25x the expected everywhere" in out and "did you divide by n twice?" in out
+    assert "0.25x the expected everywhere" in out and "Did you divide by n twice?" in out
     assert len(out.splitlines()) == 1 and len(out) < 600  # one line, no 4,200-entry repr
     assert "shape (60, 70)" in out and str(float(x[0, 5])) not in out  # rounded, not raw float64
 
@@ -220,3 +220,18 @@ def test_mutation_advice_fits_the_library(capsys):
     assert "x.copy()" in capsys.readouterr().out
     assert not check("d", mutate, lambda a: a * 2, [(torch.ones(2),)])
     assert "x.clone()" in capsys.readouterr().out
+
+
+def test_a_two_part_hint_nudges_first_then_tells(capsys):
+    name = "hint order (test only)"
+    for _ in range(3):
+        assert not check(name, lambda x: x, ref_double, [([1],)], hint=("which factor?", "multiply by 2"))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("Hint: which factor?") and all(
+        li.endswith("Hint: multiply by 2") for li in lines[1:]
+    )
+
+
+def test_a_single_number_names_a_simple_ratio_only():
+    assert "that is 0.5x the expected" in compare(2.0, 1.0)
+    assert "x the expected" not in compare(1.0, 0.9698)

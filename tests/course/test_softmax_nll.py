@@ -147,6 +147,16 @@ def _torch_nll(z, y):
     return float(F.cross_entropy(torch.tensor(z, dtype=torch.float64)[None], torch.tensor([y])))
 
 
+def _own_softmax(z):  # an independent correct answer: a loop over math.exp, shifted by the max
+    m = max(z)
+    e = [math.exp(v - m) for v in z]
+    return np.array(e) / math.fsum(e)
+
+
+def _own_nll(z, y):  # another one: logaddexp folds LogSumExp pairwise, never forming a probability
+    return float(np.logaddexp.reduce(np.asarray(z, dtype=np.float64)) - z[y])
+
+
 def _naive_softmax(z):
     e = np.exp(z)
     return e / e.sum()
@@ -174,7 +184,7 @@ def _in_place_softmax(z):
 
 
 def test_stable_softmax_checker_accepts_independent_solution(capsys):
-    assert S.check_stable_softmax(_torch_softmax)
+    assert S.check_stable_softmax(_own_softmax)
     assert "pass" in capsys.readouterr().out
 
 
@@ -182,9 +192,24 @@ def test_stable_softmax_checker_accepts_independent_solution(capsys):
     "wrong", [_naive_softmax, _min_shift_softmax, _mean_shift_softmax, _unnormalised, _in_place_softmax]
 )
 def test_stable_softmax_checker_rejects(wrong, capsys):
-    with np.errstate(all="ignore"):
-        assert not S.check_stable_softmax(wrong)
-    assert "fail" in capsys.readouterr().out
+    assert not S.check_stable_softmax(wrong)
+    out, err = capsys.readouterr()
+    assert "fail" in out and err == ""
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda z: __import__("lmcore").handcalc.softmax(z),
+        _torch_softmax,
+        lambda z: F.softmax(torch.from_numpy(z), -1).numpy(),
+        lambda z: torch.from_numpy(z).softmax(0).numpy(),
+        lambda z: np.exp(__import__("lmcore").handcalc.log_softmax(z)),
+    ],
+)
+def test_stable_softmax_checker_rejects_the_reference_and_library_calls(cheat, capsys):
+    assert not S.check_stable_softmax(cheat)
+    assert "your function called" in capsys.readouterr().out
 
 
 def test_checkers_say_not_attempted_for_stub(capsys):
@@ -192,8 +217,9 @@ def test_checkers_say_not_attempted_for_stub(capsys):
         raise NotImplementedError
 
     assert not S.check_stable_softmax(stub) and not S.check_nll_from_logits(stub)
+    assert not S.check_mean_nll(stub)
     out = capsys.readouterr().out
-    assert out.count("not attempted yet") == 2 and "fail" not in out
+    assert out.count("not attempted yet") == 3 and "fail" not in out
 
 
 def _log_of_stable_softmax(z, y):  # underflows: p_y = 0 for z=[1000, 0], y=1
@@ -206,11 +232,11 @@ def _naive_nll(z, y):
 
 
 def _log2_nll(z, y):
-    return _torch_nll(z, y) / math.log(2)
+    return _own_nll(z, y) / math.log(2)
 
 
 def _missing_minus(z, y):
-    return -_torch_nll(z, y)
+    return -_own_nll(z, y)
 
 
 def _lse_without_max(z, y):
@@ -218,7 +244,7 @@ def _lse_without_max(z, y):
 
 
 def test_nll_checker_accepts_independent_solution(capsys):
-    assert S.check_nll_from_logits(_torch_nll)
+    assert S.check_nll_from_logits(_own_nll)
     assert "pass" in capsys.readouterr().out
 
 
@@ -226,6 +252,143 @@ def test_nll_checker_accepts_independent_solution(capsys):
     "wrong", [_log_of_stable_softmax, _naive_nll, _log2_nll, _missing_minus, _lse_without_max]
 )
 def test_nll_checker_rejects(wrong, capsys):
-    with np.errstate(all="ignore"):
-        assert not S.check_nll_from_logits(wrong)
-    assert "fail" in capsys.readouterr().out
+    assert not S.check_nll_from_logits(wrong)
+    out, err = capsys.readouterr()
+    assert "fail" in out and err == ""
+
+
+def test_nll_checker_names_bits_and_a_flipped_sign(capsys):
+    assert not S.check_nll_from_logits(_log2_nll)
+    assert "natural log" in capsys.readouterr().out
+    assert not S.check_nll_from_logits(_missing_minus)
+    assert "sign is flipped" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda z, y: __import__("lmcore").handcalc.nll(z, y),
+        _torch_nll,
+        lambda z, y: float(__import__("lmcore").handcalc.logsumexp(z) - z[y]),
+        lambda z, y: float(torch.logsumexp(torch.from_numpy(z), 0) - z[y]),
+        lambda z, y: float(-F.log_softmax(torch.from_numpy(z), -1)[y]),
+    ],
+)
+def test_nll_checker_rejects_the_reference_and_library_calls(cheat, capsys):
+    assert not S.check_nll_from_logits(cheat)
+    assert "your function called" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- exercise 3: the mean NLL at T
+
+
+def _mean_nll_loop(Z, y, T=1.0):  # independent: a plain loop over math.exp
+    total, n = 0.0, 0
+    for row, target in zip(np.asarray(Z, dtype=np.float64), y):
+        if target == -100:
+            continue
+        z = [v / T for v in row]
+        m = max(z)
+        total += m + math.log(math.fsum(math.exp(v - m) for v in z)) - z[int(target)]
+        n += 1
+    return total / n
+
+
+def _lse_rows(Z):
+    m = Z.max(axis=1, keepdims=True)
+    return (m + np.log(np.exp(Z - m).sum(axis=1, keepdims=True)))[:, 0]
+
+
+def _vectorised(Z, y, T=1.0):
+    Z = np.asarray(Z, dtype=np.float64) / T
+    keep = y != -100
+    rows = Z[keep]
+    return float((_lse_rows(rows) - rows[np.arange(len(rows)), y[keep]]).mean())
+
+
+def _divides_by_all_rows(Z, y, T=1.0):
+    Z = np.asarray(Z, dtype=np.float64) / T
+    keep = y != -100
+    rows = Z[keep]
+    return float((_lse_rows(rows) - rows[np.arange(len(rows)), y[keep]]).sum() / len(y))
+
+
+def _sums(Z, y, T=1.0):
+    return _vectorised(Z, y, T) * int((y != -100).sum())
+
+
+def _ignores_T(Z, y, T=1.0):
+    return _vectorised(Z, y, 1.0)
+
+
+def _T_after_the_log(Z, y, T=1.0):  # log_softmax(z) / T is not log_softmax(z / T)
+    return _vectorised(Z, y, 1.0) / T
+
+
+def _via_probabilities(Z, y, T=1.0):
+    Z = np.asarray(Z, dtype=np.float64) / T
+    E = np.exp(Z - Z.max(axis=1, keepdims=True))
+    P = E / E.sum(axis=1, keepdims=True)
+    keep = y != -100
+    return float(-np.log(P[keep, y[keep]]).mean())
+
+
+def _ignored_as_token_0(Z, y, T=1.0):
+    y = np.where(y == -100, 0, y)
+    return _vectorised(Z, y, T)
+
+
+def test_mean_nll_reference_matches_a_loop_and_validates():
+    for case in S._mean_nll_cases():
+        assert math.isclose(S.mean_nll_reference(*case.args), _mean_nll_loop(*case.args), rel_tol=1e-12)
+    with pytest.raises(ValueError, match="at least one"):
+        S.mean_nll_reference(np.zeros((2, 3)), np.array([-100, -100]))
+    with pytest.raises(ValueError, match="T"):
+        S.mean_nll_reference(np.zeros((2, 3)), np.array([0, 1]), 0.0)
+    with pytest.raises(ValueError, match="Z must be"):
+        S.mean_nll_reference(np.zeros(3), np.array([0]))
+
+
+def test_mean_nll_checker_accepts_correct_answers(capsys):
+    assert S.check_mean_nll(_mean_nll_loop) and S.check_mean_nll(_vectorised)
+    out, err = capsys.readouterr()
+    assert out.count("✓ pass") == 2 and err == ""
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [_divides_by_all_rows, _sums, _ignores_T, _T_after_the_log, _via_probabilities, _ignored_as_token_0],
+)
+def test_mean_nll_checker_rejects_plausible_mistakes(wrong, capsys):
+    assert not S.check_mean_nll(wrong)
+    out, err = capsys.readouterr()
+    assert out.startswith("✗ fail") and err == "" and len(out.splitlines()) == 1
+
+
+def test_mean_nll_checker_asks_the_right_question(capsys):
+    assert not S.check_mean_nll(_divides_by_all_rows)
+    assert "instead of the 2 valid targets" in capsys.readouterr().out
+    assert not S.check_mean_nll(_sums)
+    assert "sum instead of" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda Z, y, T=1.0: float(
+            F.cross_entropy(torch.from_numpy(np.asarray(Z) / T), torch.from_numpy(y), ignore_index=-100)
+        ),
+        lambda Z, y, T=1.0: S.mean_nll_reference(Z, y, T),
+        lambda Z, y, T=1.0: float(
+            np.mean([__import__("lmcore").handcalc.nll(z / T, t) for z, t in zip(Z, y) if t != -100])
+        ),
+        lambda Z, y, T=1.0: float(
+            -F.log_softmax(torch.from_numpy(Z / T), -1)[torch.from_numpy(y != -100)]
+            .gather(1, torch.from_numpy(y[y != -100])[:, None])
+            .mean()
+        ),
+    ],
+)
+def test_mean_nll_checker_rejects_the_reference_and_library_calls(cheat, capsys):
+    assert not S.check_mean_nll(cheat)
+    assert "your function called" in capsys.readouterr().out
