@@ -193,3 +193,26 @@ def test_an_unreadable_or_missing_notebook_scores_zero_and_grading_goes_on(grade
     report, rows, feedback = graded
     assert _scores(rows, "broken") == [0, 0, 0, 0]
     assert "not a readable notebook" in feedback["broken"]
+
+
+def test_the_class_report_counts_pass_rates_reasons_timeouts_and_broken_files(graded):
+    report, rows, _ = graded
+    out = report["course"].parent
+    md = (out / "class.md").read_text()
+    assert md.startswith("# Class report: 8 students, 3 exercises")
+    table = {r.split(" | ")[0].lstrip("| "): r for r in md.splitlines() if r.startswith("| 0")}
+    # stable softmax: reference and endless_loop pass; the naive softmax fails twice (one_wrong,
+    # deleted_test) on the same input: the most frequent reason, with its hint's misconception
+    assert table["01_stable_softmax"].startswith(
+        "| 01_stable_softmax | 2 / 8 (25%) | 1 | 2× on input z=[1000"
+    )
+    assert "(hint: subtract the largest logit" in table["01_stable_softmax"]
+    assert "1× NameError" in table["01_stable_softmax"]  # the syntax error
+    assert table["00_surprise"].startswith("| 00_surprise | 5 / 8 (62%) | 1 |")
+    trouble = md.split("## Timeouts and broken or missing files")[1].split("## Students x exercises")[0]
+    assert "**endless_loop**: 01_nll_from_logits: stopped after the 20 s limit" in trouble
+    assert "**broken**:" in trouble and "not a readable notebook" in trouble
+    assert "**reference**" not in trouble and "**one_wrong**" not in trouble
+    assert "| reference | ✓ | ✓ | ✓ | 3 |" in md and "| endless_loop | ✓ | ✓ | ⏱ | 2 |" in md
+    assert "| broken | — | — | — | 0 |" in md and "| untouched | … | … | … | 0 |" in md
+    assert (out / "class.png").read_bytes()[:4] == b"\x89PNG"

@@ -7,8 +7,10 @@ scratch nbgrader course (``OUT/course``: ``source/``, ``release/``, ``submitted/
 ``nbgrader generate_assignment`` (solutions replaced by the same stub as ``make student``) and
 every submission is run by ``nbgrader autograde`` with a per-cell timeout. nbgrader restores the
 instructor's locked and test cells before running. Writes ``OUT/grades.csv`` (one row per
-student, one column per exercise, total) and ``OUT/feedback/<student>.md`` (the check's own line
-with its hint, per exercise). Usage (needs the ``teach`` extra, ``pip install -e .[teach]``):
+student, one column per exercise, total), ``OUT/feedback/<student>.md`` (the check's own line
+with its hint, per exercise) and the class report ``OUT/class.md`` + ``OUT/class.png`` (per
+exercise the pass rate and the most frequent failure reasons, timeouts and broken files, a
+students x exercises grid: :mod:`lmcore.course.build.class_report`). Usage (needs the ``teach`` extra, ``pip install -e .[teach]``):
 ``python -m lmcore.course.build.grade SUBMISSIONS [--out grades] [--timeout 300]`` or
 ``make grade SUBMISSIONS=dir``.
 """
@@ -163,7 +165,8 @@ def main(argv=None) -> int:
             print(f"note: {student}: {n}")
     print(
         f"wrote {Path(args.out) / 'grades.csv'} ({len(report['rows'])} students, "
-        f"{len(report['columns']) - 2} exercises, {report['max']:g} points) and {Path(args.out) / 'feedback'}/"
+        f"{len(report['columns']) - 2} exercises, {report['max']:g} points), {Path(args.out) / 'feedback'}/ "
+        f"and the class report {Path(args.out) / 'class.md'} (+ class.png)"
     )
     return 0
 

@@ -1,4 +1,5 @@
-"""The grade report from nbgrader's gradebook: ``grades.csv`` and ``feedback/<student>.md``.
+"""The grade report from nbgrader's gradebook: ``grades.csv``, ``feedback/<student>.md`` and the
+class report (``class.md``, ``class.png``: :mod:`lmcore.course.build.class_report`).
 
 One row per student, one column per exercise (``<notebook number>_<function>``) and the total;
 the feedback gives per exercise the points and the check's own line with its hint (or why the
@@ -13,6 +14,8 @@ import re
 from pathlib import Path
 
 import nbformat
+
+from .class_report import write_class_report
 
 __all__ = ["write_report", "notes_for", "explain", "column"]
 
@@ -118,6 +121,7 @@ def write_report(course, assignment, students, notes, out, timeout):
             writer.writerow([student] + [fmt(scores[k]) for k in columns] + [fmt(sum(scores.values()))])
     (out / "feedback").mkdir(exist_ok=True)
     total_max = sum(maxima.values())
+    lines_of = {}
     for student, scores in rows:
         lines = [f"# Feedback for {student}: {fmt(sum(scores.values()))} / {fmt(total_max)} points", ""]
         for nb_name in dict.fromkeys(k[0] for k in columns):
@@ -132,6 +136,7 @@ def write_report(course, assignment, students, notes, out, timeout):
             lines.append(f"## {nb_name}")
             for key in (k for k in columns if k[0] == nb_name):
                 why = explain(cells[key[1]], timeout) if key[1] in cells else "notebook not submitted"
+                lines_of.setdefault(student, {})[key] = why
                 lines.append(
                     f"- **{key[1].removeprefix('test_')}**: {fmt(scores[key])} / {fmt(maxima[key])}. {why}"
                 )
@@ -139,6 +144,7 @@ def write_report(course, assignment, students, notes, out, timeout):
         if notes[student]:
             lines += ["## Notes for the instructor"] + [f"- {n}" for n in notes[student]] + [""]
         (out / "feedback" / f"{student}.md").write_text("\n".join(lines))
+    write_class_report(out, columns, maxima, rows, lines_of, notes, labels=[column(*k) for k in columns])
     return (
         [[s] + [scores[k] for k in columns] + [sum(scores.values())] for s, scores in rows],
         header,
