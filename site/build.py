@@ -17,6 +17,7 @@ import argparse
 import html
 import importlib.util
 import os
+import posixpath
 import re
 import shutil
 import subprocess
@@ -99,20 +100,25 @@ def _section(text: str, title: str) -> str:
     return f"## {title}\n{m.group(1).rstrip()}\n"
 
 
-def _rewrite_links(markdown: str, repo: str, branch: str, images: list) -> str:
-    """Course-map links to notebooks/NN_x.ipynb -> the page; pictures kept (collected in
-    ``images``); any other relative link -> the file on GitHub."""
+def _rewrite_links(markdown: str, repo: str, branch: str, images: list, base: str = "") -> str:
+    """The links of markdown kept in the repository's folder ``base``: to notebooks/NN_x.ipynb ->
+    that page; a picture -> its path from the repository's root (collected in ``images``, to be
+    copied there beside the pages); any other relative link -> the file on GitHub."""
 
     def link(m):
         bang, label, target = m.group(1), m.group(2), m.group(3)
-        if re.match(r"^[a-z]+:|^#", target):
+        if re.match(r"^[a-z][a-z0-9+.-]*:|^[#/]", target):
+            return m.group(0)
+        path, hash_, fragment = target.partition("#")
+        path = posixpath.normpath(posixpath.join(base, path))
+        if path.startswith(".."):  # outside the repository: left to Sphinx to report
             return m.group(0)
         if bang:
-            images.append(target)
-            return m.group(0)
-        if re.fullmatch(r"notebooks/[^/]+\.ipynb", target):
-            return f"[{label}]({target.split('/', 1)[1]})"
-        return f"[{label}](https://github.com/{repo}/blob/{branch}/{target})"
+            images.append(path)
+            return f"![{label}]({path})"
+        if re.fullmatch(r"notebooks/\d\d_[^/]+\.ipynb", path):
+            return f"[{label}]({path.split('/', 1)[1]}{hash_}{fragment})"
+        return f"[{label}](https://github.com/{repo}/blob/{branch}/{path}{hash_}{fragment})"
 
     return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", link, markdown)
 
@@ -186,14 +192,18 @@ def _solution_toggle(source: str) -> dict:
     return nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": source})
 
 
-def site_notebook(nb, name: str, repo: str, branch: str = "main"):
+def site_notebook(nb, name: str, repo: str, branch: str = "main", images: list | None = None):
     """A copy of ``nb`` for the site: outputs kept; in each exercise cell the solution replaced
     by the learner's stub and shown whole behind a toggle; every widget output replaced by a
-    note; the links bar after the title; widget state dropped. ``nb`` is not changed."""
+    note; links in the markdown as for the README (pictures collected in ``images``); the links
+    bar after the title; widget state dropped. ``nb`` is not changed."""
+    images = [] if images is None else images
     student = _student()
     nb = nbformat.reads(nbformat.writes(nbformat.from_dict(nb)), as_version=4)  # a deep copy
     cells = []
     for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            cell.source = _rewrite_links(cell.source, repo, branch, images, base="notebooks")
         if cell.cell_type == "code":
             stub = student.strip_solutions(cell.source, where=f"{name}, cell {i}")
             if stub != cell.source:
@@ -231,15 +241,15 @@ def prepare(out: Path, repo: str, branch: str = "main", notebooks: Path = ROOT /
     paths = sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))
     if not paths:
         raise ValueError(f"no notebook NN_*.ipynb in {notebooks}")
-    for path in paths:
-        nb = nbformat.read(path, as_version=4)
-        nbformat.write(site_notebook(nb, path.name, repo, branch), src / path.name)
-        shutil.copy2(path, extra / path.name)
     index, images = landing_page(
         (ROOT / "README.md").read_text(encoding="utf-8"), repo, [p.name for p in paths], branch
     )
     (src / "index.md").write_text(index, encoding="utf-8")
-    for image in images:
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.write(site_notebook(nb, path.name, repo, branch, images), src / path.name)
+        shutil.copy2(path, extra / path.name)
+    for image in sorted(set(images)):
         (src / image).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / image, src / image)
     return [p.name for p in paths]

@@ -114,6 +114,22 @@ def test_site_notebook_hides_solutions_replaces_widgets_keeps_outputs(path):
     assert len(page.cells) == len(original.cells) + 1
 
 
+def test_site_notebook_links_point_at_pages_pictures_and_github():
+    text = (
+        "# T\n[03](03_sequence_to_loss.ipynb#the-shift) [readme](../README.md#tests) "
+        "[web](https://example.org/a) [here](#t) ![f](../figures/label_shift.png)"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)])
+    images = []
+    page = site.site_notebook(nb, "00_x.ipynb", REPO, images=images)
+    assert page.cells[0].source == (
+        "# T\n[03](03_sequence_to_loss.ipynb#the-shift) "
+        f"[readme](https://github.com/{REPO}/blob/main/README.md#tests) "
+        "[web](https://example.org/a) [here](#t) ![f](figures/label_shift.png)"
+    )
+    assert images == ["figures/label_shift.png"]
+
+
 def test_site_notebook_needs_a_title():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("no heading")])
     with pytest.raises(ValueError, match="title"):
