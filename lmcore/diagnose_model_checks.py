@@ -16,9 +16,51 @@ import torch
 
 from .diagnose_probes import loss_value
 
+
+class NotFiniteLogits(ArithmeticError):
+    """forward gave NaN or an infinity at a position the attention mask lets a real token use."""
+
+
+def real_logits(logits: torch.Tensor, mask: torch.Tensor):
+    """(logits with every position the mask excludes set to 0, how many excluded positions held
+    NaN/inf); NotFiniteLogits where a real position does."""
+    bad = ~torch.isfinite(logits).all(-1)
+    real = mask == 1
+    if bool((bad & real).any()):
+        n, t = (int(i) for i in (bad & real).nonzero()[0])
+        raise NotFiniteLogits(f"forward gives NaN/inf logits at real token (row {n}, t = {t})")
+    return logits.masked_fill(~real[..., None], 0.0), int((bad & ~real).sum())
+
+
+def check_finite_logits(forward_raw, probes):
+    """probes: [(what, ids, mask)]; the logits must be finite wherever the mask has a real token
+    (NaN at positions it excludes, such as the queries of left padding, is ignored)."""
+    excluded = 0
+    for what, ids, mask in probes:
+        try:
+            excluded += real_logits(forward_raw(ids, mask), mask)[1]
+        except NotFiniteLogits as err:
+            return False, (
+                f"{err} for {what}. Likely causes: NaN/inf weights or an init that overflows "
+                "(fp16 activations); an attention row whose every key is masked (a mask that hides "
+                "a real token from itself); a division by a count of 0 inside the model"
+            )
+    text = "the logits are finite at every real token"
+    if excluded:
+        text += (
+            f"; NaN/inf at {excluded} positions the attention mask excludes (padding queries, as in "
+            "nn.TransformerEncoderLayer's eval fast path with left padding) are ignored: no real "
+            "token reads them and no check uses them"
+        )
+    return True, text
+
+
 __all__ = [
     "module_of",
     "eval_mode",
+    "NotFiniteLogits",
+    "real_logits",
+    "check_finite_logits",
     "check_future",
     "check_padding_unread",
     "check_left_padding",
@@ -76,8 +118,10 @@ def check_future(call, ids, mask, draw, switched: bool):
         if len(moved):
             return False, (
                 f"the logits at position {int(moved[0])} change when only tokens from "
-                f"position {cut} on change: the model sees the future (no causal "
-                "mask, or its inputs are the labels)"
+                f"position {cut} on change: the model sees the future. Likely causes: no causal "
+                "mask (an attention called with only the padding mask, is_causal=False), a mask "
+                "off by one, inputs that are the labels, a non-causal layer (bidirectional "
+                "convolution, a normalisation over the sequence)"
             )
     return True, "changing tokens from position c on leaves the logits before c unchanged"
 
@@ -91,8 +135,10 @@ def check_padding_unread(call, ids, mask, draw, enabled: bool):
     if ((call(other, mask) - out).abs().amax(-1)[mask == 1] <= _tol(out)).all():
         return True, "changing what the padding holds leaves the real tokens' logits unchanged"
     return False, (
-        "the real tokens' logits change when only the padding changes: the model reads "
-        "the padding (the attention mask is ignored or inverted)"
+        "the real tokens' logits change when only the padding in front of them changes: the model "
+        "reads the padding. Likely causes: the attention mask is ignored (model(input_ids) "
+        "without it) or inverted (1 taken as 'masked'). Under right padding alone a causal "
+        "model never reads the padding: if this pipeline never left-pads, pass left_padding=False"
     )
 
 
@@ -107,34 +153,35 @@ def check_left_padding(call, ids, mask, enabled: bool):
         if (alone[0] - out[n, real]).abs().max() > _tol(out):
             return False, (
                 f"a row with {int((~real).sum())} pads in front gets other logits than the "
-                "same row without padding: positions are not reset (position_ids = "
-                "attention_mask.cumsum(-1) - 1) or the padding is read"
+                "same row without padding. Likely causes: positions are not reset (position_ids "
+                "= attention_mask.cumsum(-1) - 1) with absolute positions; the padding is read "
+                "(see padding_unread). If this pipeline never left-pads, pass left_padding=False"
             )
     return True, "left-padded rows give the logits of the same rows without padding"
 
 
-def check_first_loss(call, loss_fn, ids, mask, V, tol, pretrained: bool):
+def check_first_loss(call, loss_fn, ids, mask, V, tol, pretrained: bool, ratio: float = 1.0):
     if pretrained:
         return None, "skipped: pretrained=True (a trained start is not expected near ln V)", None
     value, ln_v = loss_value(loss_fn, call(ids, mask), ids, mask), math.log(V)
-    text = f"first loss within {tol * ln_v:.2f} of ln V = {ln_v:.2f} (before training)"
-    if abs(value - ln_v) <= tol * ln_v:
+    target = ln_v / ratio
+    name = f"ln V = {ln_v:.2f}" if ratio == 1 else f"ln V / num_items_ratio = {target:.2f}"
+    text = f"first loss within {tol * target:.2f} of {name} (before training)"
+    if abs(value - target) <= tol * target:
         return True, text, value
-    if value < ln_v:
+    head = f"first loss {value:.2f}, not within {tol * target:.2f} of {name}"
+    if value < target:
         return (
             False,
-            (
-                f"first loss {value:.2f}, not within {tol * ln_v:.2f} of ln V = {ln_v:.2f}: far "
-                "below ln V at init: the target leaks into the input (check the shift and "
-                "the causal mask), or the model is already trained (pretrained=True)"
-            ),
+            f"{head}: far below at init. Likely causes: the target leaks into the input (check the "
+            "shift and the causal mask: see alignment, future); the model is already trained "
+            "(pass pretrained=True); the loss is scaled down (see zero_logits)",
             value,
         )
     return (
         False,
-        (
-            f"first loss {value:.2f}, not within {tol * ln_v:.2f} of ln V = {ln_v:.2f}: far "
-            "above ln V: the initial logits are too large (check the init scale)"
-        ),
+        f"{head}: far above. Likely causes: the initial logits are too large (check the init "
+        "scale of the output layer); the loss is scaled up (see zero_logits); the model is already "
+        "trained on other data (pass pretrained=True)",
         value,
     )

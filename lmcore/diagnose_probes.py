@@ -3,7 +3,9 @@
 Inputs whose right answer is known (``place``: logits BIG on a chosen token; ``ragged_batch``:
 right- or left-padded rows) and readings of a ``loss_fn(logits, input_ids, attention_mask)``
 (``loss_value``: its value as a float, NotFinite for NaN/inf; ``token_weights``: how much each
-position counts in it).
+position counts in it; ``gradient_reading``: the weight and the target id of each position, read
+from the gradient; ``moves_value``: which positions' logits move the value; ``expected_scored``:
+the positions a correct loss scores).
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ import torch
 
 from ._validate import require_bool, require_int_scalar
 
-__all__ = ["BIG", "NotFinite", "loss_value", "place", "ragged_batch", "token_weights"]
+__all__ = [
+    "BIG",
+    "NotFinite",
+    "loss_value",
+    "place",
+    "ragged_batch",
+    "token_weights",
+    "expected_scored",
+    "moves_value",
+    "gradient_reading",
+]
 
 BIG = 20.0  # the "perfect" logit: loss per target log(1 + (V-1) e^-20), about 0
 
@@ -103,3 +115,52 @@ def token_weights(
             )
         (grad,) = torch.autograd.grad(loss, logits)
     return grad.norm(dim=-1) / math.sqrt((vocab_size - 1) / vocab_size)
+
+
+def expected_scored(ids: torch.Tensor, mask: torch.Tensor, unscored=None) -> torch.Tensor:
+    """(N, L) bool: the positions t a correct loss scores: token t + 1 exists, is real, and is not
+    declared unscored by ``unscored(input_ids, attention_mask)`` (True at tokens that are not
+    targets on purpose, e.g. a prompt)."""
+    want = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+    want[:, :-1] = mask[:, 1:] == 1
+    if unscored is not None:
+        skip = unscored(ids, mask)
+        if not isinstance(skip, torch.Tensor) or skip.shape != ids.shape:
+            raise ValueError(
+                f"unscored(input_ids, attention_mask) must return a bool tensor of shape "
+                f"{tuple(ids.shape)} (True at tokens that are not targets); got "
+                f"{tuple(skip.shape) if isinstance(skip, torch.Tensor) else type(skip).__name__}."
+            )
+        want[:, :-1] &= ~skip.to(ids.device).bool()[:, 1:]
+    return want
+
+
+def moves_value(loss_fn, ids, mask, V, gen, base=None) -> torch.Tensor:
+    """(N, L) bool: changing the logits at (n, t) alone changes loss_fn's value."""
+    N, L = ids.shape
+    base = torch.randn(N, L, V, generator=gen).to(ids.device) if base is None else base
+    ref, moved = loss_value(loss_fn, base, ids, mask), torch.zeros(N, L, dtype=torch.bool)
+    for n in range(N):
+        for t in range(L):
+            other = base.clone()
+            other[n, t] = 10.0 * torch.randn(V, generator=gen).to(ids.device)
+            moved[n, t] = abs(loss_value(loss_fn, other, ids, mask) - ref) > 1e-6 * max(1.0, abs(ref))
+    return moved.to(ids.device)
+
+
+def gradient_reading(loss_fn, ids, mask, V, smoothing=0.0):
+    """(weights, targets), both (N, L), read from the gradient of loss_fn at zero logits: the
+    weight of each position (as token_weights, the uniform part of the gradient, which a z-loss
+    adds, removed and label smoothing's factor 1 - smoothing divided out) and its target id (the
+    token the gradient pushes up; -1 where the weight is 0)."""
+    logits = torch.zeros(*ids.shape, V, device=ids.device, requires_grad=True)
+    with torch.enable_grad():
+        loss = loss_fn(logits, ids, mask)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
+            zero = torch.zeros(ids.shape, device=ids.device)
+            return zero, torch.full(ids.shape, -1, dtype=torch.long, device=ids.device)
+        (grad,) = torch.autograd.grad(loss.sum(), logits)
+    grad = grad - grad.mean(-1, keepdim=True)
+    weight = grad.norm(dim=-1) / math.sqrt((V - 1) / V) / max(1 - smoothing, 1e-12)
+    targets = torch.where(weight > 1e-6 * max(float(weight.max()), 1e-30), grad.argmin(-1), -1)
+    return weight, targets
