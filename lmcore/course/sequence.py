@@ -17,7 +17,7 @@ from ..loss import causal_lm_loss
 from ..model import GPT
 from ..shift import labels_from_attention_mask, shift_for_next_token
 from ..train.devices import cpu_threads
-from .sequence_checks import check_causal_lm_loss, check_shift
+from .sequence_checks import check_causal_lm_loss, check_per_position_nll
 from .toys import BOS, EOS, PAD, WordTokenizer, fit, forward_without_causal_mask, toy_gpt
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "position_table",
     "format_position_table",
     "supervision_density",
-    "check_shift",
+    "check_per_position_nll",
     "check_causal_lm_loss",
 ]
 
@@ -158,8 +158,16 @@ def train_tiny_lm(
     return model, losses
 
 
-def train_word_model(steps: int = 150, seed: int = 0) -> GPT:
-    """A 1-layer GPT trained on :data:`WORD_CORPUS` (with BOS/EOS, padding not scored)."""
+def _unshifted_loss(model, batch):
+    """The copy bug: each position scored against its own input token (padding still ignored)."""
+    ids, labels = batch
+    logits = model(ids)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def train_word_model(steps: int = 150, seed: int = 0, *, shift: bool = True) -> GPT:
+    """A 1-layer GPT trained on :data:`WORD_CORPUS` (with BOS/EOS, padding not scored);
+    ``shift=False`` trains the same model without the label shift, so it learns to copy."""
     rows = [encode(s, eos=True)[0] for s in WORD_CORPUS]
     L = max(len(r) for r in rows)
     ids = torch.full((len(rows), L), PAD)
@@ -167,7 +175,7 @@ def train_word_model(steps: int = 150, seed: int = 0) -> GPT:
         ids[i, : len(r)] = r
     labels = labels_from_attention_mask(ids, (ids != PAD).long())
     model = toy_gpt(len(WORDS), block_size=32, n_embd=32, seed=seed)
-    fit(model, lambda step: (ids, labels), steps=steps, lr=1e-2)
+    fit(model, lambda step: (ids, labels), steps=steps, lr=1e-2, loss_fn=None if shift else _unshifted_loss)
     return model
 
 

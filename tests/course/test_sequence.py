@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 matplotlib.use("Agg")
 
-from lmcore import causal_lm_loss  # noqa: E402
+from lmcore import causal_lm_loss, shift_for_next_token  # noqa: E402
 from lmcore.course import sequence as sq  # noqa: E402
 from lmcore.course import sequence_views as sqv  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
@@ -118,6 +118,14 @@ def test_trained_word_model_has_learned_the_corpus():
     assert rows[2]["prob"] < 0.6  # "cat" -> sat/ate/ran
 
 
+def test_a_word_model_trained_without_the_shift_copies_its_input():
+    copier, honest = sq.train_word_model(shift=False), sq.train_word_model()
+    own = sq.position_table(copier, "the dog sat on the rug", shift=False)
+    nxt = sq.position_table(copier, "the dog sat on the rug")
+    assert min(r["prob"] for r in own) > 0.9 and max(r["prob"] for r in nxt) < 0.05
+    assert max(r["prob"] for r in sq.position_table(honest, "the dog sat on the rug", shift=False)) < 0.05
+
+
 def test_supervision_density():
     d = sq.supervision_density(1024)
     assert d["causal_lm"] == 1023 and math.isclose(d["masked_lm"], 153.6)
@@ -132,10 +140,6 @@ def test_plot_label_shift_returns_a_figure():
     assert "3 (input" in sqv.plot_label_shift(["a", "b", "c", "d"]).axes[0].get_title()
 
 
-def _my_shift(logits, labels):
-    return logits[:, :-1], labels[:, 1:]
-
-
 def _my_loss(logits, labels):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     y = labels[:, 1:]
@@ -148,13 +152,48 @@ def _stub(*args):
     raise NotImplementedError
 
 
-def test_check_shift_accepts_the_solution_and_rejects_wrong_ones(capsys):
-    assert sq.check_shift(_my_shift)
-    assert not sq.check_shift(lambda z, y: (z, y))  # no shift
-    assert not sq.check_shift(lambda z, y: (z[:, 1:], y[:, :-1]))  # the wrong way
-    assert not sq.check_shift(lambda z, y: (z[:, :-1], y[:, :-1]))  # labels not moved
-    assert not sq.check_shift(_stub)
-    assert "not attempted yet" in capsys.readouterr().out
+def _flat_nll(z, y):
+    V = z.shape[-1]
+    return F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), reduction="none").view(
+        y[:, 1:].shape
+    )
+
+
+def test_check_per_position_nll_accepts_both_layouts_and_rejects_wrong_ones(capsys):
+    assert sq.check_per_position_nll(_flat_nll)
+    assert sq.check_per_position_nll(
+        lambda z, y: F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:], reduction="none")
+    )
+    capsys.readouterr()
+
+    def viewed(z, y):  # RuntimeError: a slice is not contiguous
+        V = z.shape[-1]
+        return F.cross_entropy(z[:, :-1].view(-1, V), y[:, 1:].reshape(-1), reduction="none").view(
+            y[:, 1:].shape
+        )
+
+    def shifted_by_lmcore(z, y):
+        zs, ys = shift_for_next_token(z, y)
+        return F.cross_entropy(zs.transpose(1, 2), ys, reduction="none")
+
+    wrongs = [
+        lambda z, y: F.cross_entropy(z[:, :-1], y[:, 1:], reduction="none"),  # (N, L-1, V) as is
+        lambda z, y: F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), reduction="none").view(
+            y.shape
+        ),
+        lambda z, y: _flat_nll(z, y).flatten(),  # not reshaped back
+        lambda z, y: F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:]),  # the mean
+        lambda z, y: -torch.log_softmax(z[:, :-1], 1).gather(-1, y[:, 1:].clamp(min=0)[..., None])[..., 0],
+        viewed,
+        shifted_by_lmcore,
+        lambda z, y: causal_lm_loss(z, y, reduction="none"),
+        _stub,
+    ]
+    for wrong in wrongs:
+        assert not sq.check_per_position_nll(wrong)
+    out = capsys.readouterr().out
+    assert "L - 1 = V" in out and "view size is not compatible" in out and "not attempted yet" in out
+    assert "called lmcore.shift.shift_for_next_token" in out and "called lmcore.loss.causal_lm_loss" in out
 
 
 def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys):
@@ -191,6 +230,18 @@ def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys
     def summed(z, y):
         return _my_loss(z, y) * (y[:, 1:] != -100).sum()
 
+    def log_of_softmax(z, y):  # p underflows to 0 at logits of +-150 in float32: inf
+        sl, st = z[:, :-1], y[:, 1:]
+        valid = st != -100
+        nll = -torch.log(torch.softmax(sl, -1)).gather(-1, st.masked_fill(~valid, 0)[..., None])[..., 0]
+        return (nll * valid).sum() / valid.sum()
+
+    def row_means_averaged(z, y):  # every row weighs the same, whatever its valid targets
+        sl, st = z[:, :-1], y[:, 1:]
+        valid = st != -100
+        nll = -torch.log_softmax(sl, -1).gather(-1, st.masked_fill(~valid, 0)[..., None])[..., 0]
+        return ((nll * valid).sum(1) / valid.sum(1).clamp(min=1)).mean()
+
     def gathers_minus_100(z, y):  # IndexError: -100 is not a vocabulary index
         logp = torch.log_softmax(z[:, :-1], -1)
         return -logp.gather(-1, y[:, 1:].unsqueeze(-1)).mean()
@@ -205,11 +256,14 @@ def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys
         mean_over_all_positions,
         summed,
         gathers_minus_100,
+        log_of_softmax,
+        row_means_averaged,
     )
     for wrong in wrongs:
         assert not sq.check_causal_lm_loss(wrong), wrong.__name__
     out = capsys.readouterr().out
     assert out.count("fail") == len(wrongs) and "switched off" in out
+    assert "called lmcore.loss.causal_lm_loss" in out and "logits of +-150" in out
     # the built-in losses are back after the check
     z, y = torch.randn(1, 3, 4), torch.tensor([[0, 1, 2]])
     assert torch.isfinite(with_cross_entropy(z, y))
