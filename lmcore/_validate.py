@@ -11,6 +11,7 @@ import torch
 
 __all__ = [
     "require_tensor",
+    "require_values",
     "require_float",
     "require_int",
     "require_labels_in_range",
@@ -48,6 +49,17 @@ def require_tensor(name: str, x, ndim: int | None = None, shape_doc: str = "") -
         raise ValueError(
             f"{name} must have {ndim} dimensions {shape_doc}; got shape "
             f"{tuple(x.shape)}. Add or remove a batch dimension (e.g. x.unsqueeze(0))."
+        )
+    return x
+
+
+def require_values(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Raise ValueError if ``x`` lives on the ``meta`` device (a shape without values)."""
+    if x.is_meta:
+        raise ValueError(
+            f"{name} is on the 'meta' device: it has a shape {tuple(x.shape)} but no values, so "
+            "nothing can be computed from it. Move the model (or tensor) to a real device "
+            "first, e.g. model.to_empty(device='cpu') and load its weights."
         )
     return x
 

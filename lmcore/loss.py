@@ -17,6 +17,7 @@ from ._validate import (
     require_labels_in_range,
     require_positive_int,
     require_tensor,
+    require_values,
 )
 from .loss_rules import compute_dtype, denominator, require_finite, require_ignore_index
 from .shift import IGNORE_INDEX, shift_for_next_token
@@ -48,6 +49,9 @@ def causal_lm_loss(
     """
     require_tensor("logits", logits, 3, "(N, L, V)")
     require_float("logits", logits)
+    require_values("logits", logits)
+    if isinstance(labels, torch.Tensor):
+        require_values("labels", labels)
     ignore_index = require_ignore_index(ignore_index)
     shift_logits, shift_labels = shift_for_next_token(logits, labels)
     V = logits.shape[-1]
@@ -144,6 +148,13 @@ def chunked_causal_lm_loss(
     the gradients of ``hidden`` and ``weight`` are computed in the same pass, so backward only
     scales them. Ignored targets are skipped. Small problems (at most ~4M logits) and
     ``reduction="none"`` take the dense path.
+
+    PyTorch 2.13 ships the same idea as ``torch.nn.functional.linear_cross_entropy(h, weight, y,
+    options=torch.nn.LinearCrossEntropyOptions())``: chunks, gradients inside the forward, no
+    full logits. It does not shift: pass ``hidden[:, :-1].reshape(-1, D)`` and
+    ``labels[:, 1:].reshape(-1)`` (tests/test_native_loss.py checks both agree in value and
+    gradients). Use this one to read how it works, on older torch, or for ``num_items``; the
+    native one in production (see the README's loss-memory table for which is faster).
     """
     require_tensor("hidden", hidden, 3, "(N, L, D)")
     require_float("hidden", hidden)
@@ -151,6 +162,8 @@ def chunked_causal_lm_loss(
     require_float("weight", weight)
     require_tensor("labels", labels, 2, "(N, L)")
     require_int("labels", labels)
+    for name, x in (("hidden", hidden), ("weight", weight), ("labels", labels)):
+        require_values(name, x)
     ignore_index = require_ignore_index(ignore_index)
     N, L, D = hidden.shape
     V = weight.shape[0]

@@ -12,7 +12,14 @@ import torch
 from ._validate import require_int_scalar
 from .shift import IGNORE_INDEX
 
-__all__ = ["REDUCTIONS", "compute_dtype", "denominator", "require_ignore_index", "require_finite"]
+__all__ = [
+    "REDUCTIONS",
+    "compute_dtype",
+    "denominator",
+    "require_exact_count",
+    "require_ignore_index",
+    "require_finite",
+]
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -29,6 +36,7 @@ def denominator(reduction: str, n_valid: int, num_items):
     if num_items is not None:
         if reduction != "mean":
             raise ValueError(f"num_items only applies to reduction='mean'; got reduction={reduction!r}.")
+        require_exact_count(num_items)
         n = require_int_scalar(
             "num_items",
             num_items,
@@ -55,6 +63,19 @@ def denominator(reduction: str, n_valid: int, num_items):
             )
         return float(n_valid)
     return 1.0
+
+
+def require_exact_count(num_items) -> None:
+    """A count in a float tensor (an all-reduce of a float count) is refused with a message that
+    says why: float32 holds integers exactly only up to 2**24, so a summed count of valid targets
+    past 16,777,216 may already be off, and the mean with it, without any sign."""
+    if isinstance(num_items, torch.Tensor) and num_items.is_floating_point():
+        value = f" holding {num_items.item():g}" if num_items.numel() == 1 and not num_items.is_meta else ""
+        raise TypeError(
+            f"num_items must be an int count; got a {num_items.dtype} tensor{value}. A float count "
+            "is exact only up to 2**24 in float32 (2**53 in float64): count the valid targets as an "
+            "int64 tensor ((labels != ignore_index).sum()), all-reduce that, and pass it or int() of it."
+        )
 
 
 def require_ignore_index(ignore_index) -> int:

@@ -219,17 +219,28 @@ def load_corpus(
         tok = ChatTokenizer()
         docs = [tok.encode(t) for t in chat_arithmetic(n_documents, seed=seed, low=low, high=high, ops=ops)]
         return DocumentCorpus(name, tok, docs, val_fraction)
+    source = None  # the file the text comes from, named in errors
     if name == "python-docs":
         text = python_docs_text()
     elif name == "file":
         if path is None:
             raise ValueError("corpus 'file' needs path=... (a UTF-8 text file).")
-        text = read_text_file(path)
+        source, text = path, read_text_file(path)
     elif name in KNOWN_CORPORA:
-        text = read_text_file(download_corpus(name))
+        source = download_corpus(name)
+        text = read_text_file(source)
     else:
         raise ValueError(f"unknown corpus {name!r}; choose one of {CORPORA}.")
     if tokenizer not in ("char", "byte"):
         raise ValueError(f"tokenizer must be 'char' or 'byte'; got {tokenizer!r}.")
+    if source is not None and not text:
+        raise ValueError(
+            f"the corpus file {source} is empty: give load_corpus a UTF-8 text file with text in it."
+        )
     tok = CharTokenizer(text) if tokenizer == "char" else ByteTokenizer()
-    return TextCorpus(name, tok, tok.encode(text), val_fraction)
+    try:
+        return TextCorpus(name, tok, tok.encode(text), val_fraction)
+    except ValueError as err:  # e.g. too short to split: say which file
+        if source is None:
+            raise
+        raise ValueError(f"the corpus file {source}: {err}") from None
