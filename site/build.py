@@ -3,10 +3,10 @@
 From the committed, executed notebooks, which it never executes nor changes: a copy of each is
 made in ``build/site/src`` with the reference solutions behind a toggle, the widget outputs
 (views without state: nothing a static page can draw) replaced by a note, and a bar of links
-(Colab, download, GitHub) under its title; a landing page is made from the README's course map;
+(Colab, download, GitHub) under its title (the Colab install cell is left out); a landing page is made from the README's course map;
 Sphinx writes ``build/site/html``. The GitHub repository the links point to comes from
 ``--repo``, ``$LMCORE_SITE_REPO``, ``$GITHUB_REPOSITORY`` (set in GitHub Actions) or the
-``origin`` remote, in that order, else a placeholder.
+``origin`` remote, in that order, else lmcore.course.colab's REPO_URL.
 
     python site/build.py [--out build/site] [--repo OWNER/REPO] [--branch main] [--prepare-only]
 """
@@ -14,6 +14,7 @@ Sphinx writes ``build/site/html``. The GitHub repository the links point to come
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 import importlib.util
 import os
@@ -44,25 +45,30 @@ __all__ = [
     "main",
 ]
 
-PLACEHOLDER_REPO = "your-user/lmcore"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _REMOTE_RE = re.compile(r"github\.com[:/]+([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
 
-def _student():
-    """lmcore.course.build.student, loaded from its file: its top level needs only nbformat, so
-    the site's venv needs neither torch nor lmcore."""
-    path = ROOT / "lmcore" / "course" / "build" / "student.py"
-    spec = importlib.util.spec_from_file_location("_lmcore_site_student", path)
+@functools.cache
+def _course(relpath: str):
+    """A module of lmcore.course loaded from its file (``build/student.py``, ``colab.py``): their
+    top level needs only nbformat, so the site's venv needs neither torch nor lmcore."""
+    path = ROOT / "lmcore" / "course" / relpath
+    spec = importlib.util.spec_from_file_location(f"_lmcore_site_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+# The course's own address (lmcore.course.colab.REPO_URL), when nothing names another.
+PLACEHOLDER_REPO = _course("colab.py").REPO_URL.removeprefix("https://github.com/")
+
+
 def github_repo(explicit: str | None = None, env=None, cwd: Path = ROOT) -> str:
     """``owner/repo`` for the Colab and GitHub links: ``explicit``, ``$LMCORE_SITE_REPO``,
-    ``$GITHUB_REPOSITORY``, the ``origin`` remote if it is on GitHub, else PLACEHOLDER_REPO."""
+    ``$GITHUB_REPOSITORY``, the ``origin`` remote if it is on GitHub, else PLACEHOLDER_REPO (the
+    course's address in lmcore.course.colab)."""
     env = os.environ if env is None else env
     for value, source in (
         (explicit, "--repo"),
@@ -84,12 +90,13 @@ def github_repo(explicit: str | None = None, env=None, cwd: Path = ROOT) -> str:
 
 
 def colab_url(repo: str, name: str, branch: str = "main") -> str:
-    """Colab's URL for ``notebooks/<name>`` of the GitHub repository ``repo`` at ``branch``."""
+    """Colab's URL for ``notebooks/<name>`` of the GitHub repository ``repo`` at ``branch``
+    (lmcore.course.colab's, for that repository)."""
     if not _REPO_RE.match(repo):
         raise ValueError(f"repo: expected OWNER/REPO, got {repo!r}")
     if not name.endswith(".ipynb") or "/" in name:
         raise ValueError(f"name: expected a notebook file name like 00_start_here.ipynb, got {name!r}")
-    return f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{name}"
+    return _course("colab.py").colab_url(name, f"https://github.com/{repo}", branch)
 
 
 def _section(text: str, title: str) -> str:
@@ -195,16 +202,18 @@ def _solution_toggle(source: str) -> dict:
 def site_notebook(nb, name: str, repo: str, branch: str = "main", images: list | None = None):
     """A copy of ``nb`` for the site: outputs kept; in each exercise cell the solution replaced
     by the learner's stub and shown whole behind a toggle; every widget output replaced by a
-    note; links in the markdown as for the README (pictures collected in ``images``); the links
-    bar after the title; widget state dropped. ``nb`` is not changed."""
+    note; the Colab install cell tagged to be left out; links in the markdown as for the README
+    (pictures collected in ``images``); the links bar under the title; widget state dropped. ``nb`` is not changed."""
     images = [] if images is None else images
-    student = _student()
+    student, colab = _course("build/student.py"), _course("colab.py")
     nb = nbformat.reads(nbformat.writes(nbformat.from_dict(nb)), as_version=4)  # a deep copy
     cells = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             cell.source = _rewrite_links(cell.source, repo, branch, images, base="notebooks")
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and cell.source.startswith(colab.COLAB_MARK):
+            cell.metadata.setdefault("tags", []).append("remove-cell")  # Colab's install: not here
+        elif cell.cell_type == "code":
             stub = student.strip_solutions(cell.source, where=f"{name}, cell {i}")
             if stub != cell.source:
                 cell.outputs = [_solution_toggle(cell.source)] + list(cell.outputs)
@@ -224,7 +233,11 @@ def site_notebook(nb, name: str, repo: str, branch: str = "main", images: list |
     )
     if title is None:
         raise ValueError(f"{name}: no markdown cell with a '# title'")
-    cells.insert(title + 1, nbformat.v4.new_markdown_cell(_links_bar(repo, name, branch)))
+    heading = re.search(r"^# .*$", cells[title].source, flags=re.M)  # the bar goes right under it
+    source = cells[title].source
+    cells[
+        title
+    ].source = f"{source[: heading.end()]}\n\n{_links_bar(repo, name, branch)}\n{source[heading.end() :]}"
     nb.cells = cells
     nb.metadata.pop("widgets", None)
     return nb
@@ -280,7 +293,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     repo = github_repo(args.repo)
     if repo == PLACEHOLDER_REPO:
-        print(f"site: no GitHub repository known, links use {repo} (set LMCORE_SITE_REPO=OWNER/REPO)")
+        print(f"site: links use the course's default repository {repo} (set LMCORE_SITE_REPO=OWNER/REPO)")
     start = time.monotonic()
     if args.prepare_only:
         names = prepare(args.out, repo, args.branch)

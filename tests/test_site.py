@@ -96,6 +96,9 @@ def test_site_notebook_hides_solutions_replaces_widgets_keeps_outputs(path):
         assert toggle["data"]["text/html"].startswith('<details class="lmcore-solution">')
 
     assert _outputs(page, WIDGET_MIME) == [] and "widgets" not in page.metadata
+    colab_cells = [c for c in code if c.source.startswith("# Colab only:")]
+    assert all("remove-cell" in c.metadata.get("tags", []) for c in colab_cells)
+    assert sum("remove-cell" in c.metadata.get("tags", []) for c in code) == len(colab_cells)
     notes = [o for o in _outputs(page, "text/html") if "lmcore-widget-note" in o["data"]["text/html"]]
     assert len(notes) == len(_outputs(original, WIDGET_MIME)) > 0
     assert site.colab_url(REPO, path.name) in notes[0]["data"]["text/html"]
@@ -105,13 +108,15 @@ def test_site_notebook_hides_solutions_replaces_widgets_keeps_outputs(path):
         o["output_type"] == "stream" for c in original.cells for o in c.get("outputs", [])
     )
 
-    title = next(
-        i for i, c in enumerate(page.cells) if c.cell_type == "markdown" and "\n# " in "\n" + c.source
+    lines = next(c.source for c in page.cells if c.cell_type == "markdown" and "\n# " in "\n" + c.source)
+    lines = lines.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("# "))
+    assert lines[at + 1] == "" and lines[at + 2].startswith('<div class="lmcore-links">'), (
+        "bar under the title"
     )
-    links = page.cells[title + 1].source
-    assert f'href="{site.colab_url(REPO, path.name)}"' in links
-    assert f'href="notebooks/{path.name}" download' in links
-    assert len(page.cells) == len(original.cells) + 1
+    assert f'href="{site.colab_url(REPO, path.name)}"' in lines[at + 2]
+    assert f'href="notebooks/{path.name}" download' in lines[at + 2]
+    assert len(page.cells) == len(original.cells)
 
 
 def test_site_notebook_links_point_at_pages_pictures_and_github():
@@ -122,8 +127,10 @@ def test_site_notebook_links_point_at_pages_pictures_and_github():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)])
     images = []
     page = site.site_notebook(nb, "00_x.ipynb", REPO, images=images)
-    assert page.cells[0].source == (
-        "# T\n[03](03_sequence_to_loss.ipynb#the-shift) "
+    title, blank, bar, blank2, links = page.cells[0].source.split("\n")
+    assert (title, blank, blank2) == ("# T", "", "") and bar.startswith('<div class="lmcore-links">')
+    assert links == (
+        "[03](03_sequence_to_loss.ipynb#the-shift) "
         f"[readme](https://github.com/{REPO}/blob/main/README.md#tests) "
         "[web](https://example.org/a) [here](#t) ![f](figures/label_shift.png)"
     )
