@@ -1,6 +1,7 @@
 """Notebook 10, data policy: how much context the targets of a block get, how many targets a
-padded or packed batch really scores, and the duplicated-data run (memorisation), plus the
-context-coverage exercise checker.
+padded or packed batch really scores, and the char-level runs on the Python docs (the
+duplicated-data experiment lives in ``rewards_duplicates``, the checkers in
+``rewards_exercises``).
 
 The counts are closed forms; the tests rebuild the same batches with :mod:`lmcore.shift`
 (``labels_from_attention_mask``, ``pack_documents``) and count their valid targets.
@@ -17,8 +18,8 @@ import torch
 from .._validate import require_choice, require_int_scalar, require_real
 from ..data import TextCorpus, load_corpus
 from ..loss import causal_lm_loss
-from .checks import Case, check
 from .rewards import train_tiny
+from .rewards_guard import refuse
 
 __all__ = [
     "context_coverage",
@@ -28,7 +29,6 @@ __all__ = [
     "BLOCK_SIZES",
     "text_run",
     "split_loss",
-    "check_context_coverage",
 ]
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -37,6 +37,7 @@ BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 def context_coverage(block_size: int, k: int) -> float:
     """Share of the ``block_size - 1`` targets of one row that see at least ``k`` earlier
     tokens. The target at position t (1..L-1) sees exactly t tokens."""
+    refuse("context_coverage")
     L = require_int_scalar("block_size", block_size, min=2)
     k = require_int_scalar("k", k, min=0)
     return max(0, L - max(k, 1)) / (L - 1)
@@ -119,40 +120,3 @@ def split_loss(model, ids: torch.Tensor, *, rows: int = 64) -> float:
     out = float(causal_lm_loss(model(x), x))
     model.train(was)
     return out
-
-
-# ---------------------------------------------------------------- exercise checker
-
-
-def _coverage_cases() -> list[Case]:
-    pairs = [
-        (8, 3),
-        (8, 1),
-        (8, 0),
-        (8, 7),
-        (8, 8),
-        (8, 20),
-        (64, 32),
-        (2048, 1000),
-        (2, 1),
-        (1024, 513),
-        (16, 15),
-        (128, 100),
-    ]
-    return [Case((L, k), label=f"block_size={L}, k={k}") for L, k in pairs]
-
-
-def check_context_coverage(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(block_size, k) -> share of a row's targets with at least k tokens of context``."""
-    return check(
-        "context coverage",
-        fn,
-        context_coverage,
-        _coverage_cases(),
-        atol=1e-12,
-        rtol=1e-9,
-        quiet=quiet,
-        hint="a row of L tokens has L - 1 targets; the target at position t sees t "
-        "earlier tokens (t = 1 .. L - 1). Count those with t >= k, and never "
-        "return less than 0.",
-    )

@@ -7,10 +7,19 @@ from __future__ import annotations
 import math
 
 from .rewards_data import BLOCK_SIZES, context_coverage, valid_target_ratio
+from .rewards_duplicates import FRACTIONS, duplicate_run
 from .style import COLORS, new_figure
 from .widgets import live_figure
 
-__all__ = ["plot_answer_losses", "plot_policy", "policy_explorer", "plot_duplicates", "plot_reversal"]
+__all__ = [
+    "plot_answer_losses",
+    "plot_policy",
+    "policy_explorer",
+    "plot_duplicates",
+    "plot_duplicate_fraction",
+    "duplicate_explorer",
+    "plot_reversal",
+]
 
 
 def plot_answer_losses(means: dict, *, n_answers: int, title: str | None = None):
@@ -104,6 +113,53 @@ def plot_duplicates(runs: dict, *, title: str | None = None):
     return fig
 
 
+def plot_duplicate_fraction(base: dict, other: dict, fraction: float):
+    """Left: held-out loss against the step, all-distinct run vs the run with ``fraction`` of
+    its characters duplicated. Right: both runs' loss on distinct training text, on the repeated
+    slice and on held-out text (dicts from :func:`lmcore.course.rewards_duplicates.duplicate_run`)."""
+    fig, (ax, bx) = new_figure(ncols=2, width=9.6, height=3.6)
+    for r, name, color in (
+        (base, "all distinct", COLORS["input"]),
+        (other, f"{fraction:.0%} duplicated", COLORS["wrong"]),
+    ):
+        h = r["run"].history
+        ax.plot([x["step"] for x in h], [x["val_loss"] for x in h], "o-", ms=3, color=color, label=name)
+    ax.set(xlabel="optimiser step", ylabel="held-out loss (nats/char)", title="Same tokens, same steps")
+    ax.legend(fontsize=8)
+    keys = ("distinct", "repeated", "held_out")
+    for j, (r, name, color) in enumerate(
+        ((base, "all distinct", COLORS["input"]), (other, f"{fraction:.0%} duplicated", COLORS["wrong"]))
+    ):
+        xs = [i + (j - 0.5) * 0.38 for i in range(len(keys))]
+        bars = bx.bar(xs, [r[k] for k in keys], width=0.36, color=color, label=name)
+        bx.bar_label(bars, labels=[f"{r[k]:.2f}" for k in keys], padding=2, fontsize=7)
+    bx.set_xticks(range(len(keys)), ["distinct train text", "the repeated slice", "held-out text"])
+    bx.set(ylabel="loss (nats/char)", title="Memorised slice, general text")
+    bx.legend(fontsize=8)
+    return fig
+
+
+def duplicate_explorer(base: dict, first: dict | None = None, fraction: float = FRACTIONS[-1]):
+    """A duplicated-fraction slider: each new fraction trains its run (a few seconds, cached by
+    :func:`duplicate_run`) and redraws :func:`plot_duplicate_fraction` against ``base``;
+    ``first`` is the already trained run at ``fraction``."""
+    import ipywidgets as widgets
+
+    done = {fraction: first} if first is not None else {}
+    pick = widgets.SelectionSlider(
+        options=[f for f in FRACTIONS if f > 0],
+        value=fraction,
+        description="duplicated",
+        continuous_update=False,
+    )
+
+    def plot(fraction):
+        other = done.get(fraction) or duplicate_run(fraction)
+        return plot_duplicate_fraction(base, other, fraction)
+
+    return widgets.VBox([pick, live_figure(plot, {"fraction": pick})])
+
+
 def plot_reversal(probs: dict, *, chance: float, title: str | None = None):
     """Bars: mean probability of the right answer per group of questions, chance as a line."""
     fig, ax = new_figure(width=6.4, height=3.4)
@@ -118,7 +174,7 @@ def plot_reversal(probs: dict, *, chance: float, title: str | None = None):
     ax.set(
         ylim=(0, 1.1),
         ylabel="p(right answer)",
-        title=title or "Trained on 'A parent B': 'B child ?' is not learned",
+        title=title or "Trained on 'A parent B': 'B child ?' does not follow",
     )
     ax.legend(fontsize=8)
     return fig

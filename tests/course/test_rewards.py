@@ -1,5 +1,5 @@
 """Notebook 10's support: the fact worlds, the answer probes, the set loss, context coverage,
-valid-target counts, compute, the exposure probe, the figures and the two exercise checkers.
+valid-target counts, compute, the exposure probe, the figures (the exercise checkers: test_rewards_exercises.py).
 
 References are independent: float64 F.cross_entropy and softmax, naive loops over hand-built
 rows, the FLOPs of each weight matmul counted by hand, toy models whose answers are known.
@@ -142,31 +142,6 @@ def test_group_means_are_token_weighted():
     assert out["all"] == (4, pytest.approx(9.0 / 4))
 
 
-def _quiet(checker, fn):
-    return checker(fn, quiet=True)
-
-
-def test_check_set_nll_accepts_the_reference_and_rejects_mistakes():
-    assert _quiet(R.check_set_nll, R.set_nll)
-    wrong = {
-        "first reference only": lambda z, a: float(torch.logsumexp(z.double(), 0) - z.double()[a[0]]),
-        "sum of the single losses": lambda z, a: sum(R.set_nll(z, [i]) for i in a),
-        "mean of the single losses": lambda z, a: sum(R.set_nll(z, [i]) for i in a) / len(a),
-        "-ln of the largest probability": lambda z, a: min(R.set_nll(z, [i]) for i in a),
-        "unstable exp": lambda z, a: -math.log(float(z.double().exp()[a].sum() / z.double().exp().sum())),
-    }
-    for name, fn in wrong.items():
-        assert not _quiet(R.check_set_nll, fn), name
-
-
-def test_check_set_nll_stub_is_not_attempted(capsys):
-    def stub(z, a):
-        raise NotImplementedError
-
-    assert not R.check_set_nll(stub)
-    assert "not attempted yet" in capsys.readouterr().out
-
-
 # ---------------------------------------------------------------- data policy
 
 
@@ -185,18 +160,6 @@ def test_context_coverage_bad_input():
         RD.context_coverage(1, 0)
     with pytest.raises(TypeError, match="k"):
         RD.context_coverage(8, 1.5)
-
-
-def test_check_context_coverage_accepts_the_reference_and_rejects_mistakes():
-    assert _quiet(RD.check_context_coverage, RD.context_coverage)
-    wrong = {
-        "t from 0": lambda L, k: max(0, L - k) / L,
-        "off by one": lambda L, k: max(0, L - k + 1) / (L - 1),
-        "divides by L": lambda L, k: max(0, L - max(k, 1)) / L,
-        "negative past the end": lambda L, k: (L - max(k, 1)) / (L - 1),
-    }
-    for name, fn in wrong.items():
-        assert not _quiet(RD.check_context_coverage, fn), name
 
 
 def _naive_counts(lengths, L, policy):
