@@ -1,7 +1,8 @@
 """A throwaway JupyterLab server for the browser test.
 
-It serves a temporary COPY of the notebooks (Lab autosaves, so the originals must never be
-opened), binds 127.0.0.1 on a free port with a random token, and keeps its config, runtime,
+It serves a temporary COPY of the notebooks, or (``serve_in_place``, as ``make lab`` does, with
+autosave off for the instructor edition) the folder itself, so the test can prove that a session
+changes nothing there; it binds 127.0.0.1 on a free port with a random token, and keeps its config, runtime,
 settings and workspace state in the same temporary folder, so neither the user's own Lab
 settings nor anything left by a previous run can change what the test sees. The lab
 extensions (ipywidgets' among them) are still found under the venv's ``share/jupyter``,
@@ -47,8 +48,23 @@ def free_port() -> int:
 class LabServer:
     """Start with ``with LabServer(notebook_dir, log_path) as lab:``; ``lab.url(name)``."""
 
-    def __init__(self, notebook_dir: Path, log_path: Path, *, start_timeout: float = 120.0):
+    def __init__(
+        self,
+        notebook_dir: Path,
+        log_path: Path,
+        *,
+        start_timeout: float = 120.0,
+        serve_in_place: bool = False,
+        settings: dict | None = None,
+    ):
+        """``serve_in_place``: serve ``notebook_dir``'s parent itself, as ``make lab`` does (the
+        test then proves that nothing in it changes); ``settings``: extra Lab user settings
+        (``make lab``'s, from :func:`lmcore.course.build.lab.lab_settings`)."""
         self.source = Path(notebook_dir)
+        self.serve_in_place = serve_in_place
+        self.settings = {rel: dict(v) for rel, v in LAB_SETTINGS.items()}
+        for rel, values in (settings or {}).items():
+            self.settings.setdefault(rel, {}).update(values)
         self.log_path = Path(log_path)
         self.start_timeout = start_timeout
         self.token = secrets.token_hex(16)
@@ -62,18 +78,21 @@ class LabServer:
     def __enter__(self) -> LabServer:
         self.tmp = Path(tempfile.mkdtemp(prefix="lmcore-browser-"))
         repo = self.source.resolve().parent
-        served = self.tmp / "repo"
-        served.mkdir()
-        self.root = served / self.source.name
-        # Like a fresh clone: no checkpoints or training runs left by earlier sessions.
-        shutil.copytree(
-            self.source,
-            self.root,
-            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "runs", "student"),
-        )
-        # Markdown images such as ../figures/x.png resolve as in the real repo.
-        if (repo / "figures").is_dir():
-            shutil.copytree(repo / "figures", served / "figures")
+        if self.serve_in_place:
+            served, self.root = repo, self.source.resolve()
+        else:
+            served = self.tmp / "repo"
+            served.mkdir()
+            self.root = served / self.source.name
+            # Like a fresh clone: no checkpoints or training runs left by earlier sessions.
+            shutil.copytree(
+                self.source,
+                self.root,
+                ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "runs", "student"),
+            )
+            # Markdown images such as ../figures/x.png resolve as in the real repo.
+            if (repo / "figures").is_dir():
+                shutil.copytree(repo / "figures", served / "figures")
         env = self._environment()
         self.port = free_port()
         cmd = [
@@ -134,7 +153,7 @@ class LabServer:
         # stays visible. Drop a caller's JUPYTER_PATH/CONFIG_PATH overrides for the same reason.
         for var in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_PREFER_ENV_PATH"):
             env.pop(var, None)
-        for rel, values in LAB_SETTINGS.items():
+        for rel, values in self.settings.items():
             path = self.tmp / "settings" / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))

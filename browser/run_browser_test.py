@@ -1,14 +1,17 @@
 """Real-browser test of the course's widgets: ``make test-browser``.
 
-For every notebook in notebooks/ whose code uses a widget, in one JupyterLab server (on a temp
-copy of the notebooks) and headless Chromium: open it, Edit > Clear Outputs of All Cells,
-Run > Run All Cells, wait for the kernel, assert that no cell shows an error, then move the
-first slider (and the first dropdown, checkbox/toggle and text box, where there are ones) with
-the keyboard and assert that the widget's output changed. One line per notebook, then
-``N passed, M failed``; screenshots in .browser-test/. Skips (exit 0) without Chromium or
-Playwright.
+For every notebook in notebooks/ whose code uses a widget, in each edition (the instructor's
+notebooks/ served in place, and a fresh learner workspace as ``make lab`` builds it), in one
+JupyterLab server with ``make lab``'s settings and headless Chromium: open it and check that no
+saved output shows a widget repr, Edit > Clear Outputs of All Cells, Run > Run All Cells, wait
+for the kernel, assert that no cell shows an error and every widget rendered, move the first
+slider (and the first dropdown, checkbox/toggle and text box, where there are ones) with the
+keyboard and assert that the widget's output changed, walk every slider marked ``asks=`` to the
+values its text asks about. At the end, ``git status`` of notebooks/ and figures/ must be as
+before. One line per notebook, then ``N passed, M failed``; screenshots in .browser-test/.
+Skips (exit 0) without Chromium or Playwright.
 
-    python browser/run_browser_test.py [GLOB ...] [--notebooks DIR] [--timeout S]
+    python browser/run_browser_test.py [GLOB ...] [--edition both|instructor|learner] [--timeout S]
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ import fnmatch
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(REPO))
 
 __all__ = ["widget_notebooks", "main"]
 
@@ -87,7 +93,7 @@ def wait_widgets_rendered(page, deadline, *, first: float = 15.0, settle: float 
 def test_notebook(context, lab, path: Path, timeout: float, shots: Path) -> tuple:
     """Returns (ok, detail)."""
     from lab_page import Deadline, TestFailure, cell_errors, run_all_and_wait, wait_kernel_ready
-    from widget_controls import exercise, find_controls
+    from widget_controls import exercise, find_controls, reach_asked, widget_reprs
 
     deadline = Deadline(timeout)
     page = context.new_page()
@@ -96,6 +102,9 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path) -> tupl
         t0 = time.monotonic()
         page.goto(lab.url(path.name), timeout=60_000)
         wait_kernel_ready(page, deadline)
+        shown = widget_reprs(page, ran=False)
+        if shown:
+            raise TestFailure(f"as saved, cell {shown[0][0]} shows a widget repr: {shown[0][1]!r}")
         t1 = time.monotonic()
         n_cells, unrun = run_all_and_wait(page, deadline)
         t2 = time.monotonic()
@@ -105,6 +114,9 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path) -> tupl
         if unrun:
             raise TestFailure(f"Run All stopped: cells {unrun[:5]} never ran")
         wait_widgets_rendered(page, deadline)
+        shown = widget_reprs(page, ran=True)
+        if shown:
+            raise TestFailure(f"after Run All, cell {shown[0][0]} shows {shown[0][1]!r}, not the widget")
         controls = find_controls(page)
         if not controls:
             raise TestFailure("no widget control (slider, dropdown, toggle, text) rendered")
@@ -115,6 +127,7 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path) -> tupl
                 raise TestFailure(
                     f"after moving {kind}: " + "; ".join(f"cell {i}: {' | '.join(m)}" for i, m in errors[:3])
                 )
+        moved += reach_asked(page, deadline)
         ok, detail = (
             True,
             (
@@ -134,10 +147,67 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path) -> tupl
     return ok, detail
 
 
+def git_status() -> str | None:
+    """``git status --porcelain`` of what a learner's session could change: the repository's
+    notebooks/ and figures/, untracked files included (None outside a git checkout)."""
+    cmd = ["git", "status", "--porcelain", "--untracked-files=all", "--", "notebooks", "figures"]
+    try:
+        run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    except OSError:
+        return None
+    return run.stdout if run.returncode == 0 else None
+
+
+def learner_workspace(tmp: Path, source: Path) -> Path:
+    """A fresh learner workspace built from ``source`` as ``make lab`` builds one; its notebooks/."""
+    sys.path.insert(0, str(REPO))
+    from lmcore.course.build.workspace import build_workspace
+
+    build_workspace(tmp / "workspace", source)
+    return tmp / "workspace" / "notebooks"
+
+
+def run_edition(edition, folder, patterns, args, pw) -> tuple:
+    """Every widget notebook of ``folder`` in one server, served in place with ``make lab``'s
+    settings for ``edition``. Returns (passed, failed)."""
+    from lab_server import LabServer
+
+    from lmcore.course.build.lab import lab_settings
+
+    notebooks = widget_notebooks(folder, patterns)
+    print(f"{edition} edition ({folder}): {len(notebooks)} notebook(s) with widgets", flush=True)
+    passed = failed = 0
+    if not notebooks:
+        return passed, failed
+    log = args.out / f"jupyter-{edition}.log"
+    with LabServer(folder, log, serve_in_place=True, settings=lab_settings(edition)) as lab:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        shots = args.out / edition
+        shots.mkdir(parents=True, exist_ok=True)
+        for path in notebooks:
+            t0 = time.monotonic()
+            ok, detail = test_notebook(context, lab, path, args.timeout, shots)
+            passed, failed = passed + ok, failed + (not ok)
+            print(
+                f"{'PASS' if ok else 'FAIL'} {edition} {path.name} ({time.monotonic() - t0:.1f} s): {detail}",
+                flush=True,
+            )
+            lab.shutdown_kernels()
+        browser.close()
+    return passed, failed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("patterns", nargs="*", default=["*"], help="notebook name globs")
     parser.add_argument("--notebooks", type=Path, default=REPO / "notebooks")
+    parser.add_argument(
+        "--edition",
+        choices=["both", "instructor", "learner"],
+        default=os.environ.get("BROWSER_TEST_EDITION", "both"),
+        help="instructor (notebooks/, served in place), learner (a fresh workspace) or both",
+    )
     parser.add_argument(
         "--timeout",
         type=float,
@@ -151,39 +221,39 @@ def main(argv=None) -> int:
     if reason:
         print(f"browser test SKIPPED: {reason}")
         return 0
-    notebooks = widget_notebooks(args.notebooks, args.patterns)
-    if not notebooks:
+    if not widget_notebooks(args.notebooks, args.patterns):
         print(f"browser test SKIPPED: no notebook with a widget in {args.notebooks}")
         return 0
 
-    from lab_server import LabServer
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    for old in args.out.glob("*.png"):
+    for old in args.out.glob("**/*.png"):
         old.unlink()
-    start = time.monotonic()
+    start, before = time.monotonic(), git_status()
     passed = failed = 0
-    print(f"browser test: {len(notebooks)} notebook(s) with widgets, JupyterLab + {CHROMIUM}", flush=True)
+    print(f"browser test: JupyterLab + {CHROMIUM}", flush=True)
     others = sorted(
         set(p.name for p in args.notebooks.glob("*.ipynb"))
         - set(p.name for p in widget_notebooks(args.notebooks))
     )
     if others:
         print(f"no widget in: {', '.join(others)} (not browser-tested)", flush=True)
-    with LabServer(args.notebooks, args.out / "jupyter.log") as lab, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        for path in notebooks:
-            t0 = time.monotonic()
-            ok, detail = test_notebook(context, lab, path, args.timeout, args.out)
-            passed, failed = passed + ok, failed + (not ok)
-            print(
-                f"{'PASS' if ok else 'FAIL'} {path.name} ({time.monotonic() - t0:.1f} s): {detail}",
-                flush=True,
+    editions = ["instructor", "learner"] if args.edition == "both" else [args.edition]
+    with tempfile.TemporaryDirectory(prefix="lmcore-learner-") as tmp, sync_playwright() as pw:
+        for edition in editions:
+            folder = (
+                args.notebooks if edition == "instructor" else learner_workspace(Path(tmp), args.notebooks)
             )
-            lab.shutdown_kernels()
-        browser.close()
+            p, f = run_edition(edition, folder, args.patterns, args, pw)
+            passed, failed = passed + p, failed + f
+    after = git_status()
+    if before is not None and after != before:
+        changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+        print(f"FAIL the repository changed while the test ran (git status): {changed[:5]}")
+        failed += 1
+    elif before is not None:
+        print("git status of the repository: unchanged")
     print(f"total {time.monotonic() - start:.1f} s; screenshots in {args.out}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -14,7 +14,7 @@ import time
 
 from lab_page import Deadline, TestFailure, kernel_status
 
-__all__ = ["KINDS", "find_controls", "exercise"]
+__all__ = ["KINDS", "find_controls", "exercise", "widget_reprs", "reach_asked"]
 
 # kind -> (CSS selector of the element to focus, keys to press, keys to try if nothing moved)
 KINDS = {
@@ -190,3 +190,75 @@ def exercise(page, kind: str, control, deadline: Deadline, *, timeout: float = 6
     if after[0] == before[0]:
         what += " (output in another cell)"
     return what
+
+
+# Output areas that show a widget's Python repr ("VBox(children=(...") instead of the widget, or
+# (after the cell ran) the kit's "run this cell" line, which means the widget did not render.
+_REPRS = """runMe => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const found = [];
+  w.content.widgets.forEach((cell, i) => {
+    if (cell.model.type !== 'code') return;
+    cell.node.querySelectorAll('.jp-OutputArea-output').forEach(el => {
+      const t = (el.textContent || '').trim();
+      if (/^\\w*(Box|interactive|Tab|Accordion)\\(children=/.test(t)) found.push([i + 1, t.slice(0, 80)]);
+      else if (runMe && t.startsWith('[interactive widget: run this cell')) found.push([i + 1, t.slice(0, 80)]);
+    });
+  });
+  return found;
+}"""
+
+
+def widget_reprs(page, *, ran: bool) -> list:
+    """``[(cell_number, text)]`` of outputs showing a widget repr (and, once ``ran``, the
+    "run this cell" line a widget that never rendered leaves)."""
+    return page.evaluate(_REPRS, ran)
+
+
+_ASKED = """() => Array.from(document.querySelectorAll('.jp-NotebookPanel [class*="lmcore-asks-"]'))
+  .map((el, k) => {
+    el.dataset.browserAsks = String(k);
+    const cls = Array.from(el.classList).find(c => c.startsWith('lmcore-asks-'));
+    return [String(k), cls.slice('lmcore-asks-'.length).split('_').map(Number)];
+  })"""
+
+
+def _readout(el) -> str:
+    return el.evaluate("el => (el.querySelector('.widget-readout') || {}).textContent || ''").strip()
+
+
+def _close(text: str, value: float) -> bool:
+    try:
+        shown = float(text)
+    except ValueError:
+        return False
+    digits = len(text.split(".")[1]) if "." in text and "e" not in text.lower() else 12
+    return abs(shown - value) <= max(0.5 * 10.0**-digits, 1e-12 * abs(value))
+
+
+def reach_asked(page, deadline: Deadline, *, max_steps: int = 400) -> list:
+    """For every slider the kit marked with the values its text asks about (``asks=``), walk
+    it from Home with ArrowRight and check that its readout shows each value exactly.
+    Returns one 'label: values reached' line per slider; raises TestFailure otherwise."""
+    done = []
+    for mark, values in page.evaluate(_ASKED):
+        el = page.locator(f"[data-browser-asks='{mark}']")
+        handle = el.locator(".noUi-handle").first
+        _press(page, handle, ["Home"])
+        seen, missing = [_readout(el)], set(values)
+        for _ in range(max_steps):
+            missing = {v for v in missing if not any(_close(t, v) for t in seen)}
+            if not missing or deadline.left() <= 0:
+                break
+            page.keyboard.press("ArrowRight")
+            text = _readout(el)
+            if text == seen[-1]:
+                break  # the end of its range
+            seen.append(text)
+        label = el.evaluate("el => (el.querySelector('.widget-label') || {}).textContent || ''").strip()
+        if missing:
+            raise TestFailure(
+                f"slider {label!r} never shows {sorted(missing)} (its text asks about them); it showed {seen[:12]}"
+            )
+        done.append(f"slider {label} reaches {', '.join(f'{v:g}' for v in values)}")
+    return done

@@ -103,9 +103,10 @@ def reachable(slider, value) -> bool:
 def _widen(slider, parent) -> None:
     """Span the cell (or share a row) with a readable description and value."""
     in_row = type(parent).__name__ in ("HBox", "GridBox")
-    if in_row:
-        slider.layout.flex = "1 1 320px"
+    if in_row:  # at least 420 px wide: the row wraps rather than squeezing the slider
+        slider.layout.flex, slider.layout.min_width = "1 1 420px", slider.layout.min_width or "420px"
         parent.layout.width = parent.layout.width or "100%"
+        parent.layout.flex_flow = parent.layout.flex_flow or "row wrap"
     else:
         slider.layout.width = slider.layout.width or "min(100%, 760px)"
     slider.style.description_width = "initial"
