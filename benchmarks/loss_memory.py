@@ -1,4 +1,5 @@
-"""Peak memory and time of the LM-head loss: naive full logits vs ``chunked_causal_lm_loss``.
+"""Peak memory and time of the LM-head loss: naive full logits, ``chunked_causal_lm_loss``, and
+PyTorch's native ``F.linear_cross_entropy`` (torch >= 2.13; its column reads n/a below).
 
 Forward + backward of the output projection and the next-token cross-entropy, from hidden
 states (N, L, D) and weight (V, D), with about 10% of the targets ignored (-100):
@@ -6,6 +7,8 @@ states (N, L, D) and weight (V, D), with about 10% of the targets ignored (-100)
 * ``naive``:   ``logits = hidden @ weight.T`` (N, L, V), then ``F.cross_entropy`` on all of them
   (labels shifted by padding them with -100, as Hugging Face does, so the logits are not copied).
 * ``chunked``: ``lmcore.chunked_causal_lm_loss(hidden, weight, labels)``.
+* ``native``:  ``F.linear_cross_entropy(hidden, weight, labels, options=LinearCrossEntropyOptions())``
+  (PyTorch's chunked path with its default, automatic chunking; labels shifted as for naive).
 
 Each measurement runs in a fresh subprocess: the inputs are built, the peak-RSS counter is reset
 (``/proc/self/clear_refs``; ``ru_maxrss`` where that is unavailable) and the baseline taken, one
@@ -13,7 +16,7 @@ forward + backward runs, and the growth of the peak over the baseline is the mem
 Further repetitions in the same process give the time. Variants alternate over several rounds,
 so load from other processes hits both alike; the table reports medians.
 
-    python benchmarks/loss_memory.py                 # V in {65, 50257}, 3 rounds (~6 min, 2 cores)
+    python benchmarks/loss_memory.py                 # V in {65, 50257}, 3 rounds (~8 min, 2 cores)
     python benchmarks/loss_memory.py --vocab 65 --rounds 5
 """
 
@@ -32,7 +35,14 @@ __all__ = ["run_variant", "main"]
 
 NL, D, N = 8192, 768, 8  # N * L = 8192 tokens, width D
 IGNORED = 0.10
-VARIANTS = ("naive", "chunked")
+VARIANTS = ("naive", "chunked", "native")
+
+
+def has_native() -> bool:
+    import torch
+    import torch.nn.functional as F
+
+    return hasattr(F, "linear_cross_entropy") and hasattr(torch.nn, "LinearCrossEntropyOptions")
 
 
 def _rss_kib(field: str) -> int | None:
@@ -76,11 +86,17 @@ def run_variant(variant: str, V: int, repeats: int) -> dict:
     labels = torch.randint(0, V, (N, L))
     labels[torch.rand(N, L) < IGNORED] = -100
 
+    shifted = F.pad(labels[:, 1:], (0, 1), value=-100).reshape(-1)  # (N * L,), as lmcore shifts
+
     def step():
         if variant == "naive":
             logits = hidden @ weight.T  # (N, L, V)
-            shifted = F.pad(labels[:, 1:], (0, 1), value=-100)  # (N, L)
-            loss = F.cross_entropy(logits.view(-1, V), shifted.reshape(-1), ignore_index=-100)
+            loss = F.cross_entropy(logits.view(-1, V), shifted, ignore_index=-100)
+        elif variant == "native":
+            opts = torch.nn.LinearCrossEntropyOptions()
+            loss = F.linear_cross_entropy(
+                hidden.view(-1, D), weight, shifted, ignore_index=-100, options=opts
+            )
         else:
             loss = chunked_causal_lm_loss(hidden, weight, labels)
         loss.backward()
@@ -139,12 +155,13 @@ def main(argv=None) -> None:
         print(json.dumps(run_variant(args.worker, args.vocab[0], args.repeats or 1)))
         return
 
+    variants = VARIANTS if has_native() else VARIANTS[:2]
     rows = []
     for V in args.vocab:
         repeats = args.repeats or (30 if V < 4096 else 2)
-        res = {v: [] for v in VARIANTS}
+        res = {v: [] for v in variants}
         for r in range(args.rounds):
-            order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]  # interleave, alternate order
+            order = variants if r % 2 == 0 else variants[::-1]  # interleave, alternate order
             for v in order:
                 res[v].append(_spawn(v, V, repeats))
                 print(
@@ -155,27 +172,32 @@ def main(argv=None) -> None:
                 )
         med = {
             v: {k: statistics.median(x[k] for x in res[v]) for k in ("growth_mib", "time_s")}
-            for v in VARIANTS
+            for v in variants
         }
-        losses = [x["loss"] for v in VARIANTS for x in res[v]]
+        losses = [x["loss"] for v in variants for x in res[v]]
         rows.append((V, med, max(losses) - min(losses)))
+
+    import torch
 
     print(
         f"\nLM-head loss, forward + backward: N*L = {NL}, D = {D}, {IGNORED:.0%} targets ignored, "
-        f"fp32, {res['naive'][0]['threads']} threads; medians of {args.rounds} interleaved "
-        "rounds, each variant in a fresh process.\n"
+        f"fp32, torch {torch.__version__}, {res['naive'][0]['threads']} threads; medians of "
+        f"{args.rounds} interleaved rounds, each variant in a fresh process. Ratios are to naive.\n"
     )
     print(
-        "| V | naive peak growth | chunked peak growth | memory ratio | naive time | "
-        "chunked time | time ratio | max loss diff |"
+        "| V | peak growth: naive / chunked / native | memory ratio: chunked, native | "
+        "time: naive / chunked / native | time ratio: chunked, native | max loss diff |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|")
     for V, med, diff in rows:
-        n, c = med["naive"], med["chunked"]
+        n = med["naive"]
+        get = lambda v, k, fmt, med=med: fmt.format(med[v][k]) if v in med else "n/a"
+        ratio = lambda v, k, med=med, n=n: f"{med[v][k] / max(n[k], 1e-9):.3f}" if v in med else "n/a"
         print(
-            f"| {V:,} | {n['growth_mib']:,.0f} MiB | {c['growth_mib']:,.0f} MiB | "
-            f"{c['growth_mib'] / max(n['growth_mib'], 1e-9):.3f} | {n['time_s']:.3f} s | "
-            f"{c['time_s']:.3f} s | {c['time_s'] / n['time_s']:.2f} | {diff:.1e} |"
+            f"| {V:,} | {' / '.join(get(v, 'growth_mib', '{:,.0f} MiB') for v in VARIANTS)} | "
+            f"{ratio('chunked', 'growth_mib')}, {ratio('native', 'growth_mib')} | "
+            f"{' / '.join(get(v, 'time_s', '{:.3f} s') for v in VARIANTS)} | "
+            f"{ratio('chunked', 'time_s')}, {ratio('native', 'time_s')} | {diff:.1e} |"
         )
 
 
