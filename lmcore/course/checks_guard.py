@@ -27,7 +27,11 @@ __all__ = ["captured_warnings", "recorded_calls", "resolve", "available", "warni
 @contextlib.contextmanager
 def captured_warnings():
     """Yield a list that collects every warning raised inside (none is printed)."""
-    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+    # NumPy's defaults: overflow, 0-division and invalid values warn, underflow (exp(-1000) = 0) does not
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        np.errstate(divide="warn", over="warn", invalid="warn", under="ignore"),
+    ):
         warnings.simplefilter("always")
         yield caught
 

@@ -8,18 +8,31 @@ slope and the gradient); ``gradient_explorer`` only wires controls to it.
 from __future__ import annotations
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from .. import handcalc
-from .._validate import require_int_scalar
-from .checks import FAIL, Case, check, random_logit_cases
+from .._validate import require_int_scalar, require_real
+from .checks import Case, check, random_logit_cases
+from .checks_guard import available
 
 __all__ = [
     "numerical_grad",
     "gradient_state",
+    "smoothed_ce_grad_autograd",
     "check_ce_grad",
     "check_finite_difference",
-    "check_descent_step",
+    "check_smoothed_ce_grad",
+    "AUTOGRAD",
 ]
+
+# autograd in any form: what "work it out by hand" rules out (torch.func.grad ends in autograd.grad)
+AUTOGRAD = available(["torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward"])
+
+
+def _by_hand(extra=()) -> dict[str, str]:
+    msg = {name: "autograd does the work the exercise asks of you: use the formula" for name in AUTOGRAD}
+    return msg | {name: "that is the reference this exercise replaces: write it yourself" for name in extra}
 
 
 def numerical_grad(f, z, eps: float = 1e-5) -> np.ndarray:
@@ -104,6 +117,10 @@ def check_ce_grad(fn, *, quiet: bool = False) -> bool:
         atol=1e-9,
         rtol=1e-6,
         quiet=quiet,
+        forbid=_by_hand(["lmcore.handcalc.ce_grad", "lmcore.course.gradients.numerical_grad"]),
+        ratio_hints={
+            -1.0: "The sign is flipped: descent subtracts the gradient, the gradient is p - onehot."
+        },
     )
 
 
@@ -116,7 +133,7 @@ _FUNCTIONS = {
 }
 
 
-def check_finite_difference(fn, *, quiet: bool = False) -> bool:
+def check_finite_difference(fn, *, quiet: bool = False):
     """Grade ``fn(f, z) -> gradient estimate`` against exact gradients of four functions.
 
     Central differences with eps ~ 1e-5 pass; forward differences or a large eps do not."""
@@ -129,52 +146,64 @@ def check_finite_difference(fn, *, quiet: bool = False) -> bool:
         for _ in range(2):
             z = 1.0 + rng.normal(0.0, 0.02 if name.startswith("500") else 2.0, size=int(rng.integers(2, 6)))
             cases.append(Case((name, z), label=f"f = {name}, z={np.round(z, 3).tolist()}"))
-    name, atol, rtol = "finite-difference gradient", 1e-6, 1e-6
-    hint = (
-        "use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps) with eps around "
-        "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
-        "eps * curvature, and an eps below ~1e-8 drowns in rounding error."
+    return check(
+        "finite-difference gradient",
+        lambda key, z: fn(_FUNCTIONS[key][0], z),
+        lambda key, z: _FUNCTIONS[key][1](z),
+        cases,
+        hint=(
+            "is your estimate off by about eps times the curvature (a one-sided or too large step), "
+            "or by noise (a step so small that rounding dominates)?",
+            "use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps) with eps around "
+            "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
+            "eps * curvature, and an eps below ~1e-8 drowns in rounding error.",
+        ),
+        atol=1e-6,
+        rtol=1e-6,
+        quiet=quiet,
+        forbid=_by_hand(["lmcore.course.gradients.numerical_grad"]),
+        ratio_hints={2.0: "Did you divide by eps instead of 2 eps?"},
     )
-    learner = lambda key, z: fn(_FUNCTIONS[key][0], z)  # noqa: E731
-    exact = lambda key, z: _FUNCTIONS[key][1](z)  # noqa: E731
-    if not quiet:  # an estimate that is close but not close enough: say by how much
-        for case in cases:
-            try:
-                got = np.asarray(learner(case.args[0], case.args[1].copy()), dtype=np.float64)
-            except Exception:  # noqa: BLE001 - check() below reports stubs and errors
-                break
-            want = exact(*case.args)
-            if (
-                got.shape == want.shape
-                and np.all(np.isfinite(got))
-                and not np.allclose(got, want, atol=atol, rtol=rtol)
-            ):
-                print(
-                    f"{FAIL} {name}: on input {case.describe()}: your estimate is off by up to "
-                    f"{np.abs(got - want).max():.1e} (allowed about {atol:.0e}). Hint: {hint}"
-                )
-                return False
-    return check(name, learner, exact, cases, hint=hint, atol=atol, rtol=rtol, quiet=quiet)
 
 
-def _descent_reference(z, y, lr):
-    return np.asarray(z, dtype=np.float64) - lr * handcalc.ce_grad(z, y)
+def smoothed_ce_grad_autograd(z, y: int, eps: float) -> np.ndarray:
+    """d/dz of the label-smoothed NLL ``F.cross_entropy(z, y, label_smoothing=eps)`` by autograd
+    (float64): the target is the soft distribution (1 - eps) onehot(y) + eps / V."""
+    require_real("eps", eps, min=0, max=1)
+    handcalc.nll(z, y)  # validates z and y
+    zt = torch.tensor(np.asarray(z, dtype=np.float64), requires_grad=True)
+    with torch.enable_grad():
+        loss = F.cross_entropy(zt[None], torch.tensor([int(y)]), label_smoothing=float(eps))
+        (grad,) = torch.autograd.grad(loss, zt)
+    return grad.numpy()
 
 
-def check_descent_step(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(z, y, lr) -> new logits`` (one gradient-descent step on the NLL)."""
-    cases = [
-        Case((c.args[0], c.args[1], lr), label=f"{c.describe()}, lr={lr}")
-        for c, lr in zip(_logit_cases(seed=4), [1.0, 0.5, 0.1, 2.0] * 4)
+def check_smoothed_ce_grad(fn, *, quiet: bool = False):
+    """Grade ``fn(z, y, eps) -> d loss / d z`` for the NLL with label smoothing ``eps``, against
+    autograd on ``F.cross_entropy(..., label_smoothing=eps)``; autograd itself is rejected."""
+    base = _logit_cases(seed=4)
+    cases = [Case((np.array([2.0, 1.0, 0.0]), 1, 0.1), label="z=[2, 1, 0], y=1, eps=0.1")]
+    cases += [Case((np.array([0.0, 0.0, 0.0, 0.0, 0.0]), 3, 0.5), label="z=[0]*5, y=3, eps=0.5")]
+    cases += [Case((np.array([1.0, -1.0]), 0, 1.0), label="z=[1, -1], y=0, eps=1 (the target is uniform)")]
+    cases += [
+        Case((c.args[0], c.args[1], e), label=f"{c.describe()}, eps={e}")
+        for c, e in zip(base, [0.0, 0.2, 0.05, 0.3] * 4)
     ]
     return check(
-        "descent step",
+        "label-smoothing gradient",
         fn,
-        _descent_reference,
+        smoothed_ce_grad_autograd,
         cases,
-        hint="new z = z - lr * (softmax(z) - onehot(y)): step against the gradient, and "
-        "return a new array instead of changing z in place.",
+        hint=(
+            "with a soft target q the loss is -sum_v q_v log p_v: what is q for label smoothing, "
+            "and does it still sum to 1?",
+            "q = (1 - eps) onehot(y) + eps / V, so the gradient is softmax(z) - q: every token gets "
+            "eps / V, the target (1 - eps) on top; V is len(z).",
+        ),
         atol=1e-9,
-        rtol=1e-7,
+        rtol=1e-6,
         quiet=quiet,
+        forbid=_by_hand(
+            ["torch.nn.functional.cross_entropy", "lmcore.course.gradients.smoothed_ce_grad_autograd"]
+        ),
     )

@@ -1,5 +1,5 @@
-"""Notebook 02's head-gradient exercise: the formula against autograd and finite differences,
-and a checker that rejects plausible wrong answers."""
+"""Notebook 02's head and tied-embedding gradients: the formulas against autograd and finite
+differences, and a checker that rejects plausible wrong answers, autograd and the course's answer."""
 
 import pytest
 import torch
@@ -40,55 +40,133 @@ def test_head_grads_validate():
         B.head_grads(H[0], W, y)
 
 
-def _mine(H, W, y):
-    N, T, D = H.shape
-    h = H.reshape(-1, D)
-    dZ = (torch.softmax(h @ W.T, -1) - F.one_hot(y.reshape(-1), W.shape[0])) / (N * T)
-    return dZ.T @ h, (dZ @ W).reshape(H.shape)
+def _tied_loss(E, x, y):
+    return F.cross_entropy((E[x] @ E.T).reshape(-1, E.shape[0]), y.reshape(-1))
 
 
-def test_checker_accepts_the_formula_and_rejects_wrong_ones(capsys):
-    assert B.check_head_grads(_mine)
+def test_tied_grads_match_autograd_and_finite_differences():
+    g = torch.Generator().manual_seed(1)
+    E = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    x = torch.tensor([[0, 1, 1, 3], [2, 1, 0, 0]])  # ids repeat
+    y = torch.tensor([[1, 1, 3, 0], [0, 2, 2, 1]])
+    dE = B.tied_grads(E, x, y)
+    assert dE.shape == E.shape and torch.allclose(dE, B.tied_grads_autograd(E, x, y), atol=1e-12)
+    eps = 1e-6
+    for i in range(4):
+        for j in range(3):
+            up, down = E.clone(), E.clone()
+            up[i, j] += eps
+            down[i, j] -= eps
+            fd = (_tied_loss(up, x, y) - _tied_loss(down, x, y)) / (2 * eps)
+            assert abs(float(fd) - float(dE[i, j])) < 1e-8
 
-    def scaled(k):
-        def f(H, W, y):
-            dW, dH = _mine(H, W, y)
-            return dW * k(H), dH * k(H)
 
-        return f
+def test_tied_grads_validate():
+    E, x = torch.zeros(4, 3, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="token ids"):
+        B.tied_grads(E, x + 4, x)
+    with pytest.raises(TypeError, match="x"):
+        B.tied_grads(E, x.float(), x)
+    with pytest.raises(ValueError, match="both be"):
+        B.tied_grads(E, x, torch.zeros(2, 1, dtype=torch.long))
 
-    def transposed(H, W, y):
-        dW, dH = _mine(H, W, y)
-        return dW.T, dH
 
-    def uses_autograd(H, W, y):
-        h = H.clone().requires_grad_(True)
-        w = W.clone().requires_grad_(True)
-        _loss(h, w, y).backward()
-        return w.grad, h.grad
+def _by_hand(E, x, y):  # an independent correct answer: the two terms as explicit loops
+    V = E.shape[0]
+    ids, targets = x.reshape(-1).tolist(), y.reshape(-1).tolist()
+    n = len(ids)
+    dE = torch.zeros_like(E)
+    for i, t in zip(ids, targets):
+        dz = (torch.softmax(E @ E[i], 0) - F.one_hot(torch.tensor(t), V).to(E.dtype)) / n
+        dE += dz[:, None] * E[i][None, :]  # the head: row v gets dz_v * h
+        dE[i] += dz @ E  # the lookup: dh = dz E goes into row i
+    return dE
 
-    def dh_with_w_transposed(H, W, y):  # (P - Y) W^T: wrong unless V == D
-        N, T, D = H.shape
-        h = H.reshape(-1, D)
-        dZ = (torch.softmax(h @ W.T, -1) - F.one_hot(y.reshape(-1), W.shape[0])) / (N * T)
-        return dZ.T @ h, dZ @ W.T
 
-    wrongs = [
-        scaled(lambda H: H.shape[0] * H.shape[1]),  # forgot the 1/n
-        scaled(lambda H: H.shape[1]),  # divided by N only, not N*T
-        scaled(lambda H: -1.0),  # Y - P
-        transposed,  # H^T (P - Y): W's transpose
-        dh_with_w_transposed,
-        uses_autograd,
-    ]  # not by hand: autograd is off
-    assert not any(B.check_head_grads(w) for w in wrongs)
+def _terms(E, x, y):
+    ids = x.reshape(-1)
+    h = E[ids]
+    dZ = (torch.softmax(h @ E.T, -1) - F.one_hot(y.reshape(-1), E.shape[0]).to(E.dtype)) / ids.numel()
+    return ids, h, dZ
+
+
+def _head_only(E, x, y):
+    ids, h, dZ = _terms(E, x, y)
+    return dZ.T @ h
+
+
+def _lookup_only(E, x, y):
+    ids, h, dZ = _terms(E, x, y)
+    return torch.zeros_like(E).index_add(0, ids, dZ @ E)
+
+
+def _fancy_index_add(E, x, y):  # dE[ids] += dH keeps one row per repeated id
+    ids, h, dZ = _terms(E, x, y)
+    dE = dZ.T @ h
+    dE[ids] += dZ @ E
+    return dE
+
+
+def _no_mean(E, x, y):
+    return _by_hand(E, x, y) * x.numel()
+
+
+def _mean_twice(E, x, y):
+    return _by_hand(E, x, y) / x.numel()
+
+
+def _autograd_under_enable_grad(E, x, y):
+    with torch.enable_grad():
+        e = E.detach().clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(_tied_loss(e, x, y), e)
+    return g
+
+
+def _backward(E, x, y):
+    with torch.enable_grad():
+        e = E.detach().clone().requires_grad_(True)
+        _tied_loss(e, x, y).backward()
+    return e.grad
+
+
+def test_tied_checker_accepts_independent_answers(capsys):
+    assert B.check_tied_grads(_by_hand)
+    out, err = capsys.readouterr()
+    assert out.startswith("✓ pass") and err == ""
+
+
+@pytest.mark.parametrize("wrong", [_head_only, _lookup_only, _fancy_index_add, _no_mean, _mean_twice])
+def test_tied_checker_rejects_plausible_mistakes(wrong, capsys):
+    assert not B.check_tied_grads(wrong)
     out = capsys.readouterr().out
-    assert out.count("fail") == len(wrongs) and out.count("pass") == 1
+    assert out.startswith("✗ fail") and len(out.splitlines()) == 1 and "tensor([" not in out
+
+
+def test_tied_checker_names_the_ratio(capsys):
+    assert not B.check_tied_grads(_no_mean)
+    assert "Did you forget to divide by the number of targets" in capsys.readouterr().out
+    assert not B.check_tied_grads(_mean_twice)
+    assert "divide by n twice" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        _autograd_under_enable_grad,
+        _backward,
+        B.tied_grads,
+        B.tied_grads_autograd,
+        lambda E, x, y: B.tied_grads(E, x, y),
+    ],
+)
+def test_tied_checker_rejects_autograd_and_the_course_answer(cheat, capsys):
+    assert not B.check_tied_grads(cheat)
+    assert "your function called" in capsys.readouterr().out
 
 
 def test_checker_says_not_attempted_for_a_stub(capsys):
-    def stub(H, W, y):
+    def stub(E, x, y):
         raise NotImplementedError
 
-    assert not B.check_head_grads(stub)
+    assert not B.check_tied_grads(stub)
     assert "not attempted yet" in capsys.readouterr().out

@@ -235,3 +235,9 @@ def test_a_two_part_hint_nudges_first_then_tells(capsys):
 def test_a_single_number_names_a_simple_ratio_only():
     assert "that is 0.5x the expected" in compare(2.0, 1.0)
     assert "x the expected" not in compare(1.0, 0.9698)
+
+
+def test_underflow_is_not_worth_a_note(capsys):
+    stable = lambda z: np.exp(z - z.max()) / np.exp(z - z.max()).sum()  # noqa: E731
+    assert check("softmax", stable, stable, [(np.array([-1000.0, 0.0, 1000.0]),)])
+    assert "warned" not in capsys.readouterr().out

@@ -104,24 +104,48 @@ def _stub(*args):
 def test_checkers_say_not_attempted_for_stub(capsys):
     assert not G.check_ce_grad(_stub)
     assert not G.check_finite_difference(_stub)
-    assert not G.check_descent_step(_stub)
+    assert not G.check_smoothed_ce_grad(_stub)
     out = capsys.readouterr().out
     assert out.count("not attempted yet") == 3 and "fail" not in out
 
 
+def _own_ce_grad(z, y):  # independent of lmcore: a loop over math.exp
+    import math
+
+    m = max(z)
+    e = [math.exp(v - m) for v in z]
+    g = np.array(e) / math.fsum(e)
+    g[y] -= 1.0
+    return g
+
+
 def test_ce_grad_checker(capsys):
-    assert G.check_ce_grad(_autograd_grad)
+    assert G.check_ce_grad(_own_ce_grad)
     naive = lambda z, y: np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y]  # noqa: E731
     wrongs = [
-        lambda z, y: -_autograd_grad(z, y),  # sign flipped
-        lambda z, y: _autograd_grad(z, y) + np.eye(len(z))[y],  # forgot the onehot
+        lambda z, y: -_own_ce_grad(z, y),  # sign flipped
+        lambda z, y: _own_ce_grad(z, y) + np.eye(len(z))[y],  # forgot the onehot
         naive,  # overflows at 1000
-        lambda z, y: _autograd_grad(z, y) / len(z),
-    ]  # divided by V
-    with np.errstate(all="ignore"):
-        assert not any(G.check_ce_grad(w) for w in wrongs)
-    out = capsys.readouterr().out
-    assert out.count("fail") == 4 and out.count("pass") == 1
+        lambda z, y: _own_ce_grad(z, y) / len(z),  # divided by V
+    ]
+    assert not any(G.check_ce_grad(w) for w in wrongs)
+    out, err = capsys.readouterr()
+    assert out.count("fail") == 4 and out.count("pass") == 1 and err == ""
+    assert not G.check_ce_grad(wrongs[0])
+    assert "sign is flipped" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda z, y: G.handcalc.ce_grad(z, y),
+        _autograd_grad,  # autograd (backward)
+        lambda z, y: G.numerical_grad(lambda v: G.handcalc.nll(v, y), z),
+    ],
+)
+def test_ce_grad_checker_rejects_the_reference_and_autograd(cheat, capsys):
+    assert not G.check_ce_grad(cheat)
+    assert "your function called" in capsys.readouterr().out
 
 
 def _fd(eps, central=True, halve=True):
@@ -169,25 +193,79 @@ def test_finite_difference_checker_flags_in_place_nudging(capsys):
     assert not G.check_finite_difference(nudges_input)
 
 
-def test_descent_step_checker(capsys):
-    reference = lambda z, y, lr: np.asarray(z) - lr * _autograd_grad(z, y)  # noqa: E731
+def test_finite_difference_checker_rejects_the_course_function(capsys):
+    assert not G.check_finite_difference(lambda f, z: G.numerical_grad(f, z))
+    assert "your function called lmcore.course.gradients.numerical_grad" in capsys.readouterr().out
 
-    def in_place(z, y, lr):
-        z -= lr * _autograd_grad(z, y)
-        return z
 
-    assert G.check_descent_step(reference)
-    wrongs = [
-        lambda z, y, lr: np.asarray(z) + lr * _autograd_grad(z, y),  # ascent
-        lambda z, y, lr: np.asarray(z) - lr * torch.softmax(torch.tensor(z), 0).numpy(),
-        lambda z, y, lr: np.asarray(z) - _autograd_grad(z, y),  # ignores lr
-        lambda z, y, lr: np.asarray(z) - lr * (np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y]),
-        in_place,
-    ]  # ^ overflows at 1000
-    with np.errstate(all="ignore"):
-        assert not any(G.check_descent_step(w) for w in wrongs)
+def test_finite_difference_failure_says_by_how_much(capsys):
+    assert not G.check_finite_difference(_fd(1e-5, central=False))
     out = capsys.readouterr().out
-    assert out.count("fail") == len(wrongs) and out.count("pass") == 1
+    assert "max |Δ| = " in out and "allowed 1e-06" in out and len(out.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- label smoothing
+
+
+def _softmax(z):
+    e = np.exp(z - np.max(z))
+    return e / e.sum()
+
+
+def _smoothed(z, y, eps):  # the derivation: p - q with q = (1 - eps) onehot + eps / V
+    V = len(z)
+    return _softmax(z) - ((1 - eps) * np.eye(V)[y] + eps / V)
+
+
+def test_smoothed_reference_is_autograd_on_torchs_label_smoothing():
+    for case in [c.args for c in G._logit_cases(seed=9)]:
+        z, y = case
+        for eps in (0.0, 0.1, 0.7):
+            assert np.allclose(G.smoothed_ce_grad_autograd(z, y, eps), _smoothed(z, y, eps), atol=1e-12)
+    with pytest.raises(ValueError, match="eps"):
+        G.smoothed_ce_grad_autograd(np.zeros(3), 0, 1.5)
+
+
+def test_smoothed_checker_accepts_the_derivation_and_ce_grad_plus_a_correction(capsys):
+    assert G.check_smoothed_ce_grad(_smoothed)
+    plus = lambda z, y, eps: G.handcalc.ce_grad(z, y) + eps * (np.eye(len(z))[y] - 1 / len(z))  # noqa: E731
+    assert G.check_smoothed_ce_grad(plus)
+    out, err = capsys.readouterr()
+    assert out.count("✓ pass") == 2 and err == ""
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda z, y, eps: _softmax(z) - np.eye(len(z))[y],  # ignores eps
+        lambda z, y, eps: (
+            _softmax(z) - np.where(np.arange(len(z)) == y, 1 - eps, eps / (len(z) - 1))
+        ),  # eps/(V-1)
+        lambda z, y, eps: (1 - eps) * (_softmax(z) - np.eye(len(z))[y]),  # scales the gradient
+        lambda z, y, eps: _softmax(z) - (1 - eps) * np.eye(len(z))[y],  # forgot the eps / V
+        lambda z, y, eps: _softmax(z) - ((1 - eps) * np.eye(len(z))[y] + eps),  # eps, not eps / V
+        lambda z, y, eps: (
+            np.exp(z) / np.exp(z).sum() - ((1 - eps) * np.eye(len(z))[y] + eps / len(z))
+        ),  # naive
+    ],
+)
+def test_smoothed_checker_rejects_plausible_mistakes(wrong, capsys):
+    assert not G.check_smoothed_ce_grad(wrong)
+    out, err = capsys.readouterr()
+    assert out.startswith("✗ fail") and err == ""
+
+
+def _autograd_smoothed(z, y, eps):
+    zt = torch.tensor(z, dtype=torch.float64, requires_grad=True)
+    with torch.enable_grad():
+        F.cross_entropy(zt[None], torch.tensor([y]), label_smoothing=eps).backward()
+    return zt.grad.numpy()
+
+
+@pytest.mark.parametrize("cheat", [_autograd_smoothed, G.smoothed_ce_grad_autograd])
+def test_smoothed_checker_rejects_autograd_and_the_reference(cheat, capsys):
+    assert not G.check_smoothed_ce_grad(cheat)
+    assert "your function called" in capsys.readouterr().out
 
 
 def test_the_current_point_stays_on_the_chart_far_left():
