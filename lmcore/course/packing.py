@@ -37,7 +37,10 @@ __all__ = [
     "pack_with_bos",
     "check_mask_cross_document_targets",
     "check_document_causal_mask",
+    "check_pack_whole",
 ]
+
+_WRITE = "write it yourself with tensor operations"
 
 TOKENIZER = WordTokenizer(
     [
@@ -155,6 +158,7 @@ def check_mask_cross_document_targets(fn) -> bool:
         fn,
         mask_cross_document_targets,
         cases,
+        forbid={"lmcore.shift.mask_cross_document_targets": _WRITE, "lmcore.shift.pack_documents": _WRITE},
         hint="a new document starts at t when document_ids[:, t] != document_ids[:, t-1]; "
         "the label AT t (EOS -> b_first) becomes -100; a_last -> EOS stays.",
     )
@@ -168,6 +172,41 @@ def check_document_causal_mask(fn) -> bool:
         fn,
         document_causal_mask,
         cases,
+        forbid={"lmcore.shift.document_causal_mask": _WRITE},
         hint="combine two bool conditions: j <= i (torch.tril) AND same document "
         "(document_ids[:, :, None] == document_ids[:, None, :]).",
+    )
+
+
+def _whole(documents, block_size):
+    p = pack_documents(documents, block_size, eos_id=EOS, pad_id=PAD, policy="whole")
+    return p.input_ids, p.document_ids
+
+
+def check_pack_whole(fn) -> bool:
+    """Grade ``fn(documents, block_size) -> (input_ids, document_ids)``, both (N, block_size),
+    against ``pack_documents(..., policy="whole")`` with the notebook's EOS and PAD."""
+    g = torch.Generator().manual_seed(6)
+    cases = [
+        Case(([encode(d) for d in DOCS], 8), label="DOCS in rows of 8"),
+        Case(([encode(d) for d in DOCS], 6), label="DOCS in rows of 6"),
+        Case(([[20, 21, 22], [23, 24, 25, 26, 27, 28, 29]], 8), label="a document that fills a row exactly"),
+    ]
+    for k in range(3):
+        L = int(torch.randint(6, 12, (1,), generator=g))
+        docs = [
+            torch.randint(
+                18, len(VOCAB), (int(torch.randint(1, L, (1,), generator=g)),), generator=g
+            ).tolist()
+            for _ in range(int(torch.randint(3, 8, (1,), generator=g)))
+        ]
+        cases.append(Case((docs, L), label=f"random {k}: {len(docs)} documents, rows of {L}"))
+    return check(
+        "pack with the whole policy",
+        fn,
+        _whole,
+        cases,
+        forbid={"lmcore.shift.pack_documents": "build the rows yourself"},
+        hint="each document plus its EOS goes on the current row if it fits in the places left; "
+        "otherwise pad the rest of the row (document id -1) and start a new one; pad the last row too.",
     )

@@ -110,6 +110,10 @@ def check_chat_labels(fn) -> bool:
         fn,
         chat_labels,
         cases,
+        forbid={
+            "lmcore.course.packing_chat.chat_labels": "write the mask yourself",
+            "lmcore.course.packing_chat.multi_turn_labels": "write the mask yourself",
+        },
         hint="-100 on every position up to and "
         "including <assistant>, and on PAD; keep the answer and its EOS.",
     )
@@ -130,6 +134,7 @@ def check_multi_turn_labels(fn) -> bool:
         fn,
         multi_turn_labels,
         cases,
+        forbid={"lmcore.course.packing_chat.multi_turn_labels": "write the scan yourself"},
         hint="score a token only "
         "inside an assistant turn: after an <assistant> and before the next <user>, its "
         "EOS included; -100 on <user>, <assistant>, every user turn and PAD.",

@@ -15,7 +15,9 @@ from ..shift import document_causal_mask
 from .packing import VOCAB, pack_with_policy
 from .toys import toy_gpt
 
-__all__ = ["leak_model", "measure_packing_leak", "rotary_leak", "policy_leaks"]
+__all__ = ["leak_model", "measure_packing_leak", "rotary_leak", "policy_leaks", "A_WORDS", "leaks_by_length"]
+
+A_WORDS = ("a", "bird", "sings", "on", "the", "mat", "the", "cat")  # replacement A: its first n words
 
 
 def leak_model(seed: int = 0) -> GPT:
@@ -109,3 +111,21 @@ def policy_leaks(model=None) -> dict:
         "positions_reset_only": measure_packing_leak(model, reset_positions=True),
         "block_diagonal_only": measure_packing_leak(model, block_diagonal=True),
     }
+
+
+def leaks_by_length(model=None, *, block_diagonal: bool, reset_positions: bool, lengths=range(1, 9)) -> dict:
+    """``{n: leak}``: :func:`measure_packing_leak` (A = "the cat sat on the mat", 6 words) with A
+    replaced by the first ``n`` words of :data:`A_WORDS`, under the two switches (what the
+    notebook's leak widget draws)."""
+    model = model if model is not None else leak_model()
+    out = {}
+    for n in lengths:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(A_WORDS):
+            raise ValueError(f"lengths must be ints in [1, {len(A_WORDS)}]; got {n!r}.")
+        out[n] = measure_packing_leak(
+            model,
+            block_diagonal=block_diagonal,
+            reset_positions=reset_positions,
+            a_changed=" ".join(A_WORDS[:n]),
+        )
+    return out

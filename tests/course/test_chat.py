@@ -141,3 +141,10 @@ def test_check_multi_turn_labels_accepts_the_naive_loop(capsys):
 
     assert not C.check_multi_turn_labels(stub)
     assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_chat_checkers_refuse_the_reference_call(capsys):
+    assert not C.check_chat_labels(lambda x: C.chat_labels(x))
+    assert not C.check_chat_labels(lambda x: C.multi_turn_labels(x))  # right on one turn, still refused
+    assert not C.check_multi_turn_labels(lambda x: C.multi_turn_labels(x))
+    assert capsys.readouterr().out.count("your function called lmcore.course.packing_chat.") == 3

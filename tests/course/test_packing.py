@@ -8,7 +8,7 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore import IGNORE_INDEX  # noqa: E402
+from lmcore import IGNORE_INDEX, document_causal_mask, mask_cross_document_targets, pack_documents  # noqa: E402
 from lmcore.course import packing as K  # noqa: E402
 from lmcore.course import packing_leak as KL  # noqa: E402
 from lmcore.course import packing_views as KV  # noqa: E402
@@ -151,3 +151,121 @@ def test_rotary_positions_need_only_the_block_diagonal_mask():
     )
     scores = [KL._rotate(q, torch.arange(6) + s) @ KL._rotate(k, torch.arange(6) + s).T for s in (0, 7)]
     assert torch.allclose(scores[0], scores[1], atol=1e-12)
+
+
+# ---------------------------------------------------------------- the reference is refused
+
+
+def test_checkers_refuse_the_reference_call(capsys):
+    assert not K.check_mask_cross_document_targets(lambda l, d: mask_cross_document_targets(l, d))
+    assert not K.check_document_causal_mask(lambda d: document_causal_mask(d))
+    out = capsys.readouterr().out
+    assert out.count("your function called lmcore.shift.") == 2
+
+
+# ---------------------------------------------------------------- the whole policy
+
+
+def _whole_by_hand(docs, L, *, fits=lambda n, room: n <= room, pad_last=True, eos=True):
+    ids, dd = [], []
+    for k, d in enumerate(docs):
+        n = len(d) + (1 if eos else 0)
+        room = -len(ids) % L
+        if room and not fits(n, room):
+            ids, dd = ids + [K.PAD] * room, dd + [-1] * room
+        ids += list(d) + ([K.EOS] if eos else [])
+        dd += [k] * n
+    room = -len(ids) % L
+    if pad_last:
+        ids, dd = ids + [K.PAD] * room, dd + [-1] * room
+    else:
+        ids, dd = ids[: len(ids) - len(ids) % L] or ids, dd[: len(dd) - len(dd) % L] or dd
+    return torch.tensor(ids).view(-1, L), torch.tensor(dd).view(-1, L)
+
+
+def test_whole_by_hand_matches_pack_documents():
+    docs = [K.encode(d) for d in K.DOCS]
+    for L in (5, 6, 8, 14):
+        p = pack_documents(docs, L, eos_id=K.EOS, pad_id=K.PAD, policy="whole")
+        ids, dd = _whole_by_hand(docs, L)
+        assert torch.equal(ids, p.input_ids) and torch.equal(dd, p.document_ids)
+
+
+def test_check_pack_whole_accepts_a_loop(capsys):
+    assert K.check_pack_whole(_whole_by_hand)
+    assert "✓ pass" in capsys.readouterr().out
+
+
+def _stream(docs, L):  # by hand: cut the stream anywhere
+    ids = [t for d in docs for t in list(d) + [K.EOS]]
+    dd = [k for k, d in enumerate(docs) for _ in range(len(d) + 1)]
+    room = -len(ids) % L
+    return torch.tensor(ids + [K.PAD] * room).view(-1, L), torch.tensor(dd + [-1] * room).view(-1, L)
+
+
+def _one_per_row(docs, L):
+    rows = [list(d) + [K.EOS] + [K.PAD] * (L - len(d) - 1) for d in docs]
+    dd = [[k] * (len(d) + 1) + [-1] * (L - len(d) - 1) for k, d in enumerate(docs)]
+    return torch.tensor(rows), torch.tensor(dd)
+
+
+WRONG_WHOLE = {
+    "pack_documents itself": lambda docs, L: (
+        pack_documents(docs, L, eos_id=K.EOS, pad_id=K.PAD, policy="whole").input_ids,
+        pack_documents(docs, L, eos_id=K.EOS, pad_id=K.PAD, policy="whole").document_ids,
+    ),
+    "the stream policy (cuts documents)": _stream,
+    "one document per row": _one_per_row,
+    "closes a row a document fills exactly": lambda docs, L: _whole_by_hand(
+        docs, L, fits=lambda n, room: n < room
+    ),
+    "no EOS": lambda docs, L: _whole_by_hand(docs, L, eos=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_WHOLE))
+def test_check_pack_whole_rejects(name, capsys):
+    assert not K.check_pack_whole(WRONG_WHOLE[name])
+    out = capsys.readouterr().out
+    assert "✗ fail" in out
+    if name not in ("pack_documents itself",):
+        assert "first difference at" in out or "shape" in out
+
+
+def test_check_pack_whole_rejects_an_unpadded_last_row(capsys):
+    def ragged(docs, L):
+        ids, dd = _whole_by_hand(docs, L)
+        keep = (dd[-1] >= 0).sum()
+        return list(ids[:-1]) + [ids[-1, :keep]], dd
+
+    assert not K.check_pack_whole(ragged)
+
+
+# ---------------------------------------------------------------- the leak widget
+
+
+def test_leaks_by_length_hide_the_bug_only_at_the_same_length():
+    model = KL.leak_model()
+    block_only = KL.leaks_by_length(model, block_diagonal=True, reset_positions=False)
+    both = KL.leaks_by_length(model, block_diagonal=True, reset_positions=True)
+    assert block_only[6] < 1e-9 and min(v for n, v in block_only.items() if n != 6) > 0.1  # A has 6 words
+    assert max(both.values()) < 1e-9
+    neither = KL.leaks_by_length(model, block_diagonal=False, reset_positions=False, lengths=[2, 6])
+    assert min(neither.values()) > 0.1
+    # each entry is the measurement with that replacement A
+    assert block_only[3] == KL.measure_packing_leak(model, block_diagonal=True, a_changed="a bird sings")
+    with pytest.raises(ValueError, match="lengths"):
+        KL.leaks_by_length(model, block_diagonal=True, reset_positions=True, lengths=[0])
+
+
+def test_leak_explorer_redraws_on_each_control():
+    box = KV.leak_explorer(KL.leak_model())
+    (n, block, reset), image = box.children[0].children, box.children[1]
+    seen = [image.value]
+    for control, value in ((n, 6), (block, True), (reset, True)):
+        control.value = value
+        assert image.value != seen[-1] and image.value[:4] == b"\x89PNG"
+        seen.append(image.value)
+    fig = KV.plot_leak_by_length({1: 1.0, 2: 0.0}, chosen=2, block_diagonal=True, reset_positions=False)
+    assert "A of 2 words: leak 0.000" in fig.axes[0].get_title()
+    plt.close("all")
