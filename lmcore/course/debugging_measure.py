@@ -10,13 +10,21 @@ import torch
 
 from ..diagnose import ragged_batch, token_weights
 from ..shift import pack_documents
-from .debugging import train_pipeline
+from .debugging import floor_comparison, train_pipeline
 from .debugging_data import L, V, training_batch
 from .debugging_pipelines import PIPELINES
 from .toys import EOS, PAD
 from .verdict import above
 
-__all__ = ["weights_by_row", "packed_leak", "eos_targets", "p_stop", "worse_than_guessing"]
+__all__ = [
+    "weights_by_row",
+    "packed_leak",
+    "eos_targets",
+    "p_stop",
+    "worse_than_guessing",
+    "magnitudes",
+    "print_magnitudes",
+]
 
 
 def weights_by_row(key: str) -> list:
@@ -73,3 +81,19 @@ def worse_than_guessing(key: str) -> bool:
         math.log(V),
         bound_text=f"ln V = {math.log(V):.2f} (a uniform guess)",
     )
+
+
+def magnitudes(key: str) -> dict:
+    """The numbers behind pipeline ``key``'s verdicts: the loss it reports (mean of its last 5
+    steps), the floor of those 5 batches (padded pipelines), and its held-out next-token loss."""
+    honest = train_pipeline(key)[2]
+    floor = floor_comparison(key)
+    return {"reported": floor["value"], "floor": floor["bound"], "held out": honest[-1][1]}
+
+
+def print_magnitudes(keys=None) -> None:
+    """One line per pipeline: reported loss, the floor of its batches, held-out loss (nats)."""
+    print(f"{'pipeline':18s} {'reported':>8s} {'floor':>6s} {'held out':>8s}")
+    for key in keys or PIPELINES:
+        m = magnitudes(key)
+        print(f"{key:18s} {m['reported']:8.3f} {m['floor']:6.3f} {m['held out']:8.3f}")

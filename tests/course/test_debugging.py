@@ -170,61 +170,188 @@ def _stub():
 
 
 ANSWERS = {
-    "A": "eos_is_pad",
-    "B": "sees_future",
-    "C": "correct",
-    "D": "double_shift",
-    "E": "batch_means",
-    "F": "no_position_reset",
+    "P": "mask_after_shift",
+    "Q": "token_denominator",
+    "R": "correct",
+    "S": "specials_masked",
+    "T": "detached",
+}
+# each mystery's signature, and the other cause of BUG_CHOICES that shares it (the lookup answer)
+MYSTERY_SIGNATURES = {
+    "P": (("padding_unscored",), "padding_scored"),
+    "Q": (("zero_logits",), "global_num_items"),
+    "R": ((), "packed_causal"),
+    "S": (("eos_scored",), "eos_is_pad"),
+    "T": (("all_scored", "equal_weights"), None),
 }
 
 
-def test_mystery_pipelines_have_the_signatures_the_answers_claim():
-    for letter in ex.mystery_pipelines():
-        assert ex.mystery_report(letter).failed == SIGNATURES[ANSWERS[letter]], letter
+def test_mystery_pipelines_have_the_signatures_the_exercise_claims():
+    for letter, (signature, _) in MYSTERY_SIGNATURES.items():
+        assert ex.mystery_report(letter).failed == signature, letter
+    assert set(ANSWERS.values()) <= set(ex.BUG_CHOICES)
 
 
-def test_each_mystery_is_identifiable_from_the_grid():
-    """Every mystery's failing rows match exactly one pipeline of the grid, or (for a pipeline
-    that passes all) one of the two that pass all, of which only 'correct' uses padded rows."""
-    for letter, answer in ANSWERS.items():
-        same = [k for k, sig in SIGNATURES.items() if sig == ex.mystery_report(letter).failed]
-        assert same == [answer] or (answer == "correct" and same == ["correct", "packed_causal"]), letter
+def test_the_signature_alone_does_not_decide_a_mystery():
+    """The grid's lookup (the catalogue pipeline with that signature, or the cause that shares
+    it) is a wrong answer for every mystery that fails a row."""
+    for letter, (signature, sibling) in MYSTERY_SIGNATURES.items():
+        lookup = [k for k, sig in SIGNATURES.items() if sig == signature]
+        assert ANSWERS[letter] not in lookup or ANSWERS[letter] == "correct", letter
+        if sibling in ex.BUG_CHOICES:
+            assert sibling != ANSWERS[letter]
 
 
-def test_check_mystery(capsys):
-    assert ex.check_mystery(lambda: dict(ANSWERS))
-    assert not ex.check_mystery(lambda: dict(ANSWERS, A="padding_scored"))
-    assert not ex.check_mystery(lambda: dict(ANSWERS, C="packed_causal"))
-    assert not ex.check_mystery(lambda: dict(ANSWERS, F="ignores_mask"))
-    assert not ex.check_mystery(lambda: dict(ANSWERS, D="same_position", E="correct"))
-    assert not ex.check_mystery(_stub)
-    assert "not attempted yet" in capsys.readouterr().out
-
-
-def solution_loss(logits, input_ids, attention_mask):
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    V = logits.shape[-1]
-    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1), ignore_index=-100)
+def test_show_mystery_prints_the_code(capsys):
+    ex.show_mystery("P")
+    out = capsys.readouterr().out
+    assert out.startswith("def loss_p(") and "attention_mask[:, :-1]" in out
+    with pytest.raises(ValueError, match="letter"):
+        ex.show_mystery("Z")
+    with pytest.raises(ValueError, match="letter"):
+        ex.mystery_report("A")
 
 
 @pytest.mark.parametrize(
     "wrong",
     [
-        dl.loss_same_position,
-        dl.loss_padding_scored,
-        dl.loss_batch_means,
-        dl.loss_softmax_first,
-        dl.loss_double_shift,
-        dl.loss_eos_is_pad,
+        dict(P="padding_scored"),  # the signature's other cause
+        dict(Q="global_num_items"),
+        dict(S="eos_is_pad"),
+        dict(R="packed_causal"),  # "passes everything" from the grid
+        dict(T="batch_means"),
+        dict(T="correct", R="detached"),
     ],
 )
-def test_check_loss_fn_rejects_buggy_losses(wrong, capsys):
+def test_check_mystery_rejects_plausible_wrong_answers(wrong, capsys):
+    assert not ex.check_mystery(lambda: dict(ANSWERS, **wrong))
+    out = capsys.readouterr().out
+    assert "✗" in out and repr(sorted(wrong)[0]) in out
+
+
+def test_check_mystery(capsys):
+    assert ex.check_mystery(lambda: dict(ANSWERS))
+    assert not ex.check_mystery(_stub)
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+P = ex.PROMPT
+
+
+def _targets(ids, m, prompt=True):
+    drop = (m == 0) | ((torch.arange(ids.shape[1]) < P) if prompt else torch.zeros_like(m, dtype=torch.bool))
+    return ids.masked_fill(drop, -100)
+
+
+def solution_loss(logits, input_ids, attention_mask):
+    V = logits.shape[-1]
+    labels = _targets(input_ids, attention_mask)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+
+
+def solution_by_hand(logits, input_ids, attention_mask):  # another correct answer
+    labels = _targets(input_ids, attention_mask)[:, 1:]
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), labels, reduction="none")
+    keep = labels != -100
+    return (nll * keep).sum() / keep.sum()
+
+
+def reference_call(lg, ids, m):  # lmcore's loss, called with the right labels
+    from lmcore import causal_lm_loss
+
+    return causal_lm_loss(lg, _targets(ids, m))
+
+
+def notebook_loss_fn(lg, ids, m):  # cell 5's loss_fn, pasted
+    from lmcore import causal_lm_loss, labels_from_attention_mask
+
+    return causal_lm_loss(lg, labels_from_attention_mask(ids, m))
+
+
+def no_prompt_mask(lg, ids, m):  # the shortcut: the loss of section 8 without the prompt
+    labels = _targets(ids, m, prompt=False)
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+def prompt_off_by_one(lg, ids, m):  # masks the first PROMPT targets, not the prompt's tokens
+    labels = _targets(ids, m, prompt=False)[:, 1:].clone()
+    labels[:, :P] = -100
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels.reshape(-1))
+
+
+def token_count(lg, ids, m):
+    labels = _targets(ids, m)
+    nll = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1), reduction="sum")
+    return nll / m.sum()
+
+
+def row_means(lg, ids, m):
+    keep = [i for i in range(len(ids)) if m[i, P:].sum() > 0]
+    return torch.stack([solution_loss(lg[i : i + 1], ids[i : i + 1], m[i : i + 1]) for i in keep]).mean()
+
+
+def padding_kept(lg, ids, m):
+    labels = ids.masked_fill(torch.arange(ids.shape[1]) < P, -100)
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+def in_place(lg, ids, m):
+    ids[(m == 0) | (torch.arange(ids.shape[1]) < P)] = -100
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def softmaxed(lg, ids, m):
+    return solution_loss(lg.softmax(-1), ids, m)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (reference_call, "called lmcore.loss.causal_lm_loss"),
+        (notebook_loss_fn, "called lmcore.loss.causal_lm_loss"),
+        (no_prompt_mask, "first difference at [0, 0]"),
+        (prompt_off_by_one, "first difference at [0, 2]"),
+        (token_count, "first difference at [0, 2]"),
+        (row_means, "first difference at [0, 2]"),
+        (padding_kept, "first difference at"),
+        (in_place, "modified its input"),
+        (softmaxed, "first difference at"),
+        (dl.loss_correct, "called lmcore"),
+    ],
+)
+def test_check_loss_fn_rejects_the_reference_the_shortcut_and_plausible_mistakes(wrong, words, capsys):
     assert not ex.check_loss_fn(wrong)
-    assert "fail" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert words in out and out.count("\n") == 1, out
 
 
-def test_check_loss_fn_accepts_a_solution(capsys):
-    assert ex.check_loss_fn(solution_loss)
-    assert f"all {len(CHECK_NAMES)} checks passed" in capsys.readouterr().out
-    assert not ex.check_loss_fn(_stub)
+@pytest.mark.parametrize("right", [solution_loss, solution_by_hand])
+def test_check_loss_fn_accepts_correct_answers(right, capsys):
+    assert ex.check_loss_fn(right)
+    out = capsys.readouterr().out
+    assert f"all {len(CHECK_NAMES)} checks passed" in out and "✗" not in out
+    assert not ex.check_loss_fn(lambda logits, input_ids, attention_mask: _stub())
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_prompt_tokens_marks_the_first_prompt_tokens():
+    ids = torch.ones(2, 6, dtype=torch.long)
+    assert prompt_tokens_ok(ex.prompt_tokens(ids, ids))
+
+
+def prompt_tokens_ok(mark):
+    return mark.dtype == torch.bool and mark[:, :P].all() and not mark[:, P:].any()
+
+
+def test_magnitudes_are_the_numbers_behind_the_verdicts(capsys):
+    for key in ("correct", "same_position", "padding_scored"):
+        _, losses, honest = d.train_pipeline(key)
+        m = dm.magnitudes(key)
+        assert m["reported"] == pytest.approx(sum(losses[-5:]) / 5) and m["held out"] == honest[-1][1]
+        assert m["floor"] == pytest.approx(
+            sum(dd.entropy_floor(dd.documents(d.ROWS, seed=1000 + s)) for s in range(55, 60)) / 5
+        )
+    assert dm.magnitudes("same_position")["reported"] < 0.1 < dm.magnitudes("correct")["floor"]
+    dm.print_magnitudes(["correct", "sees_future"])
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and out[1].startswith("correct ") and out[2].startswith("sees_future ")
