@@ -1,5 +1,5 @@
 """Notebook 04's leaking data pipeline: nanoGPT-style pre-shifted targets cut one token short
-(targets equal to inputs), lmcore's fix, a short run of each, and the exercise's checker.
+(targets equal to inputs), lmcore's fix and a short run of each.
 Re-exported by :mod:`lmcore.course.anchor`."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .checks import Case, check
 from .toys import fit, toy_gpt
 
-__all__ = ["get_batch_leaky", "get_batch_reference", "pipeline_run", "check_get_batch"]
+__all__ = ["get_batch_leaky", "get_batch_reference", "pipeline_run"]
 
 
 def get_batch_leaky(data: torch.Tensor, starts, block_size: int):
@@ -47,25 +46,4 @@ def pipeline_run(
         steps=steps,
         lr=1e-2,
         loss_fn=lambda m, xy: F.cross_entropy(m(xy[0]).reshape(-1, vocab_size), xy[1].reshape(-1)),
-    )
-
-
-def check_get_batch(fn, quiet: bool = False) -> bool:
-    """Grade ``fn(data (T,), starts, block_size) -> (x, y)``, each (N, block_size)."""
-    g = torch.Generator().manual_seed(5)
-    cases = []
-    for T, n, B in ((40, 3, 4), (100, 5, 9), (64, 2, 16), (25, 4, 1)):
-        data = torch.randint(50, (T,), generator=g)
-        starts = torch.randint(T - B - 1, (n,), generator=g).tolist()
-        cases.append(Case((data, starts, B), label=f"stream of {T} tokens, starts {starts}, block_size {B}"))
-    return check(
-        "get_batch",
-        fn,
-        get_batch_reference,
-        cases,
-        quiet=quiet,
-        atol=0,
-        rtol=0,
-        hint="y must be x moved one token to the left: target t is the token at t+1, "
-        "which x[:, t] has not seen.",
     )

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 
 from lmcore.course import anchor as an  # noqa: E402
+from lmcore.course import anchor_step0 as s0  # noqa: E402
 from lmcore.course import anchor_views as anv  # noqa: E402
 
 
@@ -156,23 +157,108 @@ def test_check_predict_from_logits_accepts_and_rejects(capsys):
     assert not an.check_predict_from_logits(_stub)
     out = capsys.readouterr().out
     assert out.count("fail") == len(wrongs) and "not attempted yet" in out
+    for reference in (an.predict_from_logits, lambda z: math.log(z.shape[-1]) + an.logit_sigma(z) ** 2 / 2):
+        assert not an.check_predict_from_logits(reference)
+    out = capsys.readouterr().out
+    assert (
+        "called lmcore.course.anchor.predict_from_logits" in out
+        and "called lmcore.course.anchor.logit_sigma" in out
+    )
 
 
-def test_check_get_batch_accepts_and_rejects():
-    def mine(data, starts, B):
-        x = torch.stack([data[s : s + B] for s in starts])
-        y = torch.stack([data[s + 1 : s + 1 + B] for s in starts])
-        return x, y
+# ---------------------------------------------------------------- step 0: what it can and cannot see
 
-    assert an.check_get_batch(mine, quiet=True)
-    assert not an.check_get_batch(an.get_batch_leaky, quiet=True)
 
-    def two_ahead(data, starts, B):
-        return mine(data, starts, B)[0], torch.stack([data[s + 2 : s + 2 + B] for s in starts])
+def test_step0_sees_only_the_tied_own_input_leak_and_misreads_repeats():
+    r = s0.step0_losses()
+    lnv = r["ln V"]
+    for name in (
+        "honest (target = next token)",
+        "shift by 2 (target = token t+2)",
+        "target = previous token",
+        "target = own input, untied output matrix",
+        "attention sees the future (no causal mask)",
+    ):
+        assert abs(r[name] - lnv) < 0.05, name
+    assert r["target = own input, tied (nanoGPT's leak)"] < lnv - 0.15
+    assert lnv - 0.3 < r["honest, on text repeating its token half the time"] < lnv - 0.08
 
-    def both_moved(data, starts, B):
-        y = mine(data, starts, B)[1]
-        return y, y
 
-    assert not an.check_get_batch(two_ahead, quiet=True)
-    assert not an.check_get_batch(both_moved, quiet=True)
+def test_repeating_tokens_repeat_at_the_asked_rate():
+    ids = s0.repeating_tokens(50, 0.5, 64, 64, seed=3)
+    rate = float((ids[:, 1:] == ids[:, :-1]).double().mean())
+    assert abs(rate - (0.5 + 0.5 / 50)) < 0.02
+    assert (
+        float(
+            (s0.repeating_tokens(50, 0.0, 64, 64)[:, 1:] == s0.repeating_tokens(50, 0.0, 64, 64)[:, :-1])
+            .double()
+            .mean()
+        )
+        < 0.05
+    )
+    with pytest.raises(ValueError, match="q"):
+        s0.repeating_tokens(50, 1.5, 2, 2)
+
+
+def test_own_token_lift_and_the_repeat_law_against_a_loop():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(300, (2, 5), generator=g)
+    z = 0.2 * torch.randn(2, 5, 300, generator=g, dtype=torch.float64) + 0.7 * F.one_hot(ids, 300)
+    lift = sum(float(z[n, t, ids[n, t]] - z[n, t].mean()) for n in range(2) for t in range(5)) / 10
+    assert s0.own_token_lift(z, ids) == pytest.approx(lift, rel=1e-12)
+    # the law against the exact expectation: q of the targets own, the rest uniform over V
+    lse = torch.logsumexp(z, -1)
+    own = z.gather(-1, ids[..., None])[..., 0]
+    for q in (0.0, 0.3, 1.0):
+        exact = float((q * (lse - own) + (1 - q) * (lse - z.mean(-1))).mean())
+        assert s0.predict_with_repeats(z, ids, q) == pytest.approx(exact, abs=0.01)
+    with pytest.raises(ValueError, match="do not match"):
+        s0.own_token_lift(z, ids[:, :4])
+
+
+def test_an_honest_first_loss_on_repeats_follows_the_law():
+    m = s0.repeat_first_loss(65, 0.5)
+    assert abs(m["loss"] - m["predicted"]) < 0.05 and m["loss"] < m["ln_v"] - 0.08
+    assert abs(m["q_seen"] - 0.5) < 0.05
+
+
+def test_check_predict_with_repeats(capsys):
+    def mine(z, ids, q):
+        zz = z.double()
+        var = float(zz.var(-1, unbiased=False).mean())
+        lift = float((zz.gather(-1, ids[..., None])[..., 0] - zz.mean(-1)).mean())
+        return math.log(z.shape[-1]) + var / 2 - q * lift
+
+    assert s0.check_predict_with_repeats(mine)
+    capsys.readouterr()
+
+    def raw_own_logit(z, ids, q):  # not centred on the row mean
+        zz = z.double()
+        return (
+            math.log(z.shape[-1])
+            + float(zz.var(-1, unbiased=False).mean()) / 2
+            - q * float(zz.gather(-1, ids[..., None]).mean())
+        )
+
+    def global_variance(z, ids, q):
+        return (
+            mine(z, ids, q)
+            - float(z.double().var(-1, unbiased=False).mean()) / 2
+            + float(z.double().var()) / 2
+        )
+
+    wrongs = [
+        lambda z, ids, q: mine(z, ids, 0.0),  # the repeats ignored: Exercise 1's answer
+        lambda z, ids, q: mine(z, ids, 1.0),  # every target taken as a repeat
+        lambda z, ids, q: mine(z, ids, -q),  # + q * lift: the sign
+        raw_own_logit,
+        global_variance,
+        lambda z, ids, q: s0.predict_with_repeats(z, ids, q),
+        lambda z, ids, q: an.predict_from_logits(z) - q * s0.own_token_lift(z, ids),
+        _stub,
+    ]
+    for w in wrongs:
+        assert not s0.check_predict_with_repeats(w)
+    out = capsys.readouterr().out
+    assert "called lmcore.course.anchor_step0.predict_with_repeats" in out and "not attempted yet" in out
+    assert "called lmcore.course.anchor.predict_from_logits" in out
