@@ -86,7 +86,11 @@ def test_show_solution_hint_first_then_the_solution(course, monkeypatch, capsys)
     monkeypatch.setattr(solutions, "_ASKED", {})
     solutions.show_solution("wrong")
     first = capsys.readouterr().out
-    assert "Hint for wrong (00_test.ipynb)" in first and "natural log" in first and "Reference solution" not in first
+    assert (
+        "Hint for wrong (00_test.ipynb)" in first
+        and "natural log" in first
+        and "Reference solution" not in first
+    )
     solutions.show_solution("wrong")
     second = capsys.readouterr().out
     assert "return -math.log(p)" in second and "BEGIN SOLUTION" not in second
@@ -118,3 +122,21 @@ def test_every_course_exercise_is_found_with_a_hint():
     assert names
     for name in names:
         assert solutions.find_exercise(name)["solution"]
+
+
+def test_an_untouched_notebook_is_not_run(course, tmp_path, monkeypatch):
+    from lmcore.course import progress
+
+    _, instructor = course
+    build_workspace(tmp_path / "fresh", instructor)
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("an untouched notebook must not start a kernel")
+
+    monkeypatch.setattr(progress, "run_cells", no_kernel)
+    rows = workspace_progress(tmp_path / "fresh", instructor)
+    assert [(r.exercise, r.status) for r in rows] == [
+        ("solved", "todo"),
+        ("wrong", "todo"),
+        ("untouched", "todo"),
+    ]

@@ -5,7 +5,9 @@ temporary folder (so nothing is written into the workspace), the way nbgrader's 
 a submission: ``NBGRADER_EXECUTION=autograde`` (the instructor's checkers run, whatever a cell
 redefined; notebook 08 loads its committed reference run instead of training) and the check
 cells taken from the instructor edition (by cell id). Per exercise it reads the check's own line:
-``✓``, ``✗`` with the reason, or "not attempted yet". Usage:
+``✓``, ``✗`` with the reason, or "not attempted yet". A notebook whose exercise cells are all
+still the learner edition's stubs is not run (each of its checks would say "not attempted
+yet"), so a run costs only the notebooks the learner has started. Usage:
 ``python -m lmcore.course.progress [workspace] [--jobs N]``.
 """
 
@@ -27,6 +29,7 @@ import nbformat
 
 from .build.nbgrader_meta import exercises
 from .build.nbtools import run_cells
+from .build.student import strip_solutions
 
 __all__ = ["Row", "notebook_progress", "workspace_progress", "format_table", "main"]
 
@@ -57,6 +60,18 @@ def _status(result: dict | None) -> tuple[str, str]:
     return ("fail", result["error"]) if result["error"] else ("fail", "the check printed no verdict")
 
 
+def _untouched(learner, instructor, found) -> bool:
+    """True when every exercise cell of ``learner`` is still the learner edition's stub: then
+    every check says "not attempted yet", and the notebook need not run (the common case)."""
+    mine = {c.get("id"): c.source for c in learner.cells}
+    for e in found:
+        cell = instructor.cells[e["solution"]]
+        stubs = {strip_solutions(cell.source, notes=n) for n in (True, False)}
+        if mine.get(cell.get("id")) not in stubs:
+            return False
+    return True
+
+
 @contextlib.contextmanager
 def _grading_env():
     old = os.environ.get("NBGRADER_EXECUTION")
@@ -75,6 +90,8 @@ def notebook_progress(learner_path, instructor_path, *, timeout: int = 300) -> l
     learner = nbformat.read(learner_path, as_version=4)
     instructor = nbformat.read(instructor_path, as_version=4)
     name, found = Path(instructor_path).stem, exercises(instructor)
+    if _untouched(learner, instructor, found):
+        return [Row(name, e["function"], "todo") for e in found]
     originals = {
         c.get("id"): c.source for i, c in enumerate(instructor.cells) if any(i in e["tests"] for e in found)
     }
