@@ -44,7 +44,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-WIDGET_CODE = re.compile(r"ipywidgets|\binteract|widgets\.|_widget\(")
+WIDGET_CODE = re.compile(r"ipywidgets|\binteract|widgets\.|_widget\(|_explorer\(|lmcore\.course\.widgets")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
@@ -228,7 +228,7 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    for old in args.out.glob("**/*.png"):
+    for old in [*args.out.glob("*.png"), *args.out.glob("instructor/*.png"), *args.out.glob("learner/*.png")]:
         old.unlink()
     start, before = time.monotonic(), git_status()
     passed = failed = 0
