@@ -130,17 +130,23 @@ def run_checks(
             f"at tokens that are not targets on purpose; got {type(unscored).__name__}."
         )
     module = module_of(forward, model)
-
     gen = torch.Generator().manual_seed(seed)
     real = torch.tensor([i for i in range(V) if i not in (pad_id, eos_id)])  # ids a real token may take
-
-    model_gen = torch.Generator().manual_seed(seed + 1)  # the model probes' own draws
 
     def draw(*shape, gen=gen):
         return real[torch.randint(0, len(real), shape, generator=gen)].to(device)
 
-    def model_draw(*shape):
-        return draw(*shape, gen=model_gen)
+    full = torch.ones(2, L, dtype=torch.long, device=device)
+    start = int((real >= 10).nonzero()[0]) if int(real[-1]) >= 10 else 0
+    probes = dict(
+        full=full,
+        increasing=real[(start + torch.arange(L)[None] + torch.tensor([[0], [3]])) % len(real)].to(device),
+        ids=draw(2, L),
+        ragged=tuple(t.to(device) for t in ragged_batch(V, L, pad_id=pad_id, eos_id=eos_id, seed=seed)),
+        left=tuple(t.to(device) for t in ragged_batch(V, L, pad_id=pad_id, seed=seed, left=True)),
+    )
+    declared = dict(smoothing=smoothing, z_loss=z_coef, aux_loss=aux_loss, ratio=ratio, unscored=unscored)
+    results = _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id)
 
     def raw(ids, mask):
         with torch.no_grad():
@@ -152,31 +158,34 @@ def run_checks(
             )
         return logits
 
-    def call(ids, mask):
-        return real_logits(raw(ids, mask), mask)[0]
-
-    full = torch.ones(2, L, dtype=torch.long, device=device)
-    start = int((real >= 10).nonzero()[0]) if int(real[-1]) >= 10 else 0
-    increasing = real[(start + torch.arange(L)[None] + torch.tensor([[0], [3]])) % len(real)].to(device)
-    ids = draw(2, L)
-    ragged, ragged_mask = (t.to(device) for t in ragged_batch(V, L, pad_id=pad_id, eos_id=eos_id, seed=seed))
-    left, left_mask = (t.to(device) for t in ragged_batch(V, L, pad_id=pad_id, seed=seed, left=True))
-
-    results = {
-        "finite_loss": C.check_finite(
+    model_gen = torch.Generator().manual_seed(seed + 1)  # the model probes' own draws
+    with eval_mode(module):
+        value = _model_rows(
+            results,
+            raw,
             loss_fn,
-            [
-                (
-                    "zero logits on ragged rows",
-                    torch.zeros(*ragged.shape, V, device=device),
-                    ragged,
-                    ragged_mask,
-                ),
-                ("random logits", torch.randn(2, L, V, generator=gen).to(device), ids, full),
-                ("perfect logits", C.place(ids, 1, V), ids, full),
-            ],
+            V,
+            probes,
+            lambda *shape: draw(*shape, gen=model_gen),
+            module is not None,
+            dict(tol=tol, pretrained=pretrained, left_padding=left_padding, ratio=ratio),
         )
-    }
+    return DiagnosisReport(
+        tuple(
+            CheckRow(
+                n,
+                results[n][0] is not False,
+                results[n][1],
+                results[n][0] is None,
+                value if n == "first_loss" else None,
+            )
+            for n in CHECK_NAMES
+        )
+    )
+
+
+def _guard(results):
+    """Run a loss check, skipped when the loss is not finite, failed when its input makes it so."""
 
     def guarded(fn, *args, **kw):
         if not results["finite_loss"][0]:
@@ -186,12 +195,44 @@ def run_checks(
         except C.NotFinite as err:
             return False, f"{err} on this check's input: the loss is not finite"
 
-    values = dict(smoothing=smoothing, z_loss=z_coef, aux_loss=aux_loss)
+    return guarded
+
+
+def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
+    """The rows that call loss_fn alone, with hand-made logits: {name: (passed, detail)}."""
+    full, ids, increasing = probes["full"], probes["ids"], probes["increasing"]
+    ragged, ragged_mask = probes["ragged"]
+    smoothing, ratio, unscored = declared["smoothing"], declared["ratio"], declared["unscored"]
+    values = dict(smoothing=smoothing, z_loss=declared["z_loss"], aux_loss=declared["aux_loss"])
+    results = {
+        "finite_loss": C.check_finite(
+            loss_fn,
+            [
+                (
+                    "zero logits on ragged rows",
+                    torch.zeros(*ragged.shape, V, device=ids.device),
+                    ragged,
+                    ragged_mask,
+                ),
+                ("random logits", torch.randn(2, full.shape[1], V, generator=gen).to(ids.device), ids, full),
+                ("perfect logits", C.place(ids, 1, V), ids, full),
+            ],
+        )
+    }
+    guarded = _guard(results)
     results["alignment"] = guarded(C.check_alignment, loss_fn, increasing, full, V)
     results["perfect_logits"] = guarded(C.check_perfect, loss_fn, ids, full, V, **values, ratio=ratio)
     want = expected_scored(ragged, ragged_mask, unscored)
     results["zero_logits"] = guarded(
-        C.check_zero, loss_fn, ragged, ragged_mask, V, want, z_loss=z_coef, aux_loss=aux_loss, ratio=ratio
+        C.check_zero,
+        loss_fn,
+        ragged,
+        ragged_mask,
+        V,
+        want,
+        z_loss=declared["z_loss"],
+        aux_loss=declared["aux_loss"],
+        ratio=ratio,
     )
     finite, moved_err, moved = results["finite_loss"][0], None, None
     weight, targets = gradient_reading(loss_fn, ragged, ragged_mask, V, smoothing) if finite else (None, None)
@@ -223,45 +264,47 @@ def run_checks(
         lambda: C.check_padding_unscored(moved, weight, targets, ragged, ragged_mask, pad_id)
     )
     results["eos_scored"] = guarded(C.check_eos_scored, targets, ragged_mask, ragged, eos_id)
-    with eval_mode(module):
-        model_probes = [("random ids", model_draw(2, L), full), ("left-padded rows", left, left_mask)]
-        results["finite_logits"] = C.check_finite_logits(raw, model_probes)
-        ok = results["finite_logits"][0]
+    return results
 
-        def model_row(fn, *args):
-            if not ok:
-                return None, "skipped: the logits are not finite at real tokens (see finite_logits)"
-            try:
-                return fn(*args)
-            except NotFiniteLogits as err:
-                return False, f"{err} on this check's input (see finite_logits)"
 
-        results["future"] = model_row(
-            C.check_future, call, model_draw(2, L), full, model_draw, module is not None
-        )
-        results["padding_unread"] = model_row(
-            C.check_padding_unread, call, left, left_mask, model_draw, left_padding
-        )
-        results["left_padding"] = model_row(C.check_left_padding, call, left, left_mask, left_padding)
-        if ok:
-            first = model_row(
-                lambda: guarded(
-                    C.check_first_loss, call, loss_fn, model_draw(2, L), full, V, tol, pretrained, ratio
-                )
-            )
-        else:
-            first = model_row(None)
-        results["first_loss"] = first[:2]
-        value = first[2] if len(first) == 3 else None
-    return DiagnosisReport(
-        tuple(
-            CheckRow(
-                n,
-                results[n][0] is not False,
-                results[n][1],
-                results[n][0] is None,
-                value if n == "first_loss" else None,
-            )
-            for n in CHECK_NAMES
-        )
+def _model_rows(results, raw, loss_fn, V, probes, draw, switched, settings):
+    """Add the rows that call forward (in eval mode already) to ``results``; returns the first
+    loss (None when that row did not run)."""
+    full, (left, left_mask) = probes["full"], probes["left"]
+    L = full.shape[1]
+    results["finite_logits"] = C.check_finite_logits(
+        raw, [("random ids", draw(2, L), full), ("left-padded rows", left, left_mask)]
     )
+    if not results["finite_logits"][0]:
+        skip = (None, "skipped: the logits are not finite at real tokens (see finite_logits)")
+        for name in ("future", "padding_unread", "left_padding", "first_loss"):
+            results[name] = skip
+        return None
+
+    def call(ids, mask):
+        return real_logits(raw(ids, mask), mask)[0]
+
+    def model_row(fn, *args):
+        try:
+            return fn(*args)
+        except NotFiniteLogits as err:
+            return False, f"{err} on this check's input (see finite_logits)"
+
+    on = settings["left_padding"]
+    results["future"] = model_row(C.check_future, call, draw(2, L), full, draw, switched)
+    results["padding_unread"] = model_row(C.check_padding_unread, call, left, left_mask, draw, on)
+    results["left_padding"] = model_row(C.check_left_padding, call, left, left_mask, on)
+    first = model_row(
+        _guard(results),
+        C.check_first_loss,
+        call,
+        loss_fn,
+        draw(2, L),
+        full,
+        V,
+        settings["tol"],
+        settings["pretrained"],
+        settings["ratio"],
+    )
+    results["first_loss"] = first[:2]
+    return first[2] if len(first) == 3 else None
