@@ -94,6 +94,7 @@ def check_surprise(fn) -> bool:
         surprise_reference,
         cases,
         hint="the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
+        forbid={"lmcore.course.start.surprise_reference": "that is the reference: one line of math does it"},
     )
 
 

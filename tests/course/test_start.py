@@ -21,3 +21,10 @@ def test_surprise_line_values():
 def test_environment_report_keys():
     rep = environment_report()
     assert set(rep) == {"python", "torch", "numpy", "ipywidgets", "device"}
+
+
+def test_check_surprise_rejects_the_reference_call(capsys):
+    from lmcore.course.start import surprise_reference
+
+    assert not check_surprise(lambda p: surprise_reference(p))
+    assert "your function called lmcore.course.start.surprise_reference" in capsys.readouterr().out
