@@ -58,3 +58,27 @@ def edit_test_cell(nb, grade_id: str, source: str) -> None:
             cell.source = source
             return
     raise KeyError(grade_id)
+
+
+def solution_ids(source_nb) -> list[str]:
+    """The grade ids (function names) of the solution cells of a stamped notebook."""
+    return [
+        c.metadata["nbgrader"]["grade_id"]
+        for c in source_nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    ]
+
+
+def points(source_nb) -> float:
+    """The points a stamped notebook's autograded test cells are worth together."""
+    return sum(
+        c.metadata["nbgrader"].get("points", 0)
+        for c in source_nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    )
+
+
+def answer_all(nb, source_nb) -> None:
+    """Answer every exercise of a released notebook with the source notebook's reference."""
+    for grade_id in solution_ids(source_nb):
+        answer(nb, grade_id, reference_body(source_nb, grade_id))
