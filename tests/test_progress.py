@@ -140,3 +140,20 @@ def test_an_untouched_notebook_is_not_run(course, tmp_path, monkeypatch):
         ("wrong", "todo"),
         ("untouched", "todo"),
     ]
+
+
+def test_an_exercise_the_course_added_later_is_named_so(course, tmp_path):
+    root, instructor = course
+    newer = tmp_path / "notebooks"
+    newer.mkdir()
+    nb = nbformat.read(instructor / "00_test.ipynb", as_version=4)
+    nb.cells += [
+        nbformat.v4.new_code_cell(
+            "def extra(p):\n    ### BEGIN SOLUTION\n    return -math.log(p)\n    ### END SOLUTION"
+        ),
+        nbformat.v4.new_code_cell("from lmcore.course.start import check_surprise\n\ncheck_surprise(extra)"),
+    ]
+    nbformat.write(nb, newer / "00_test.ipynb")
+    rows = workspace_progress(root / "workspace", newer, jobs=1)
+    assert [(r.exercise, r.status) for r in rows][-1] == ("extra", "todo")
+    assert "new in the course since your copy" in format_table(rows, width=200)

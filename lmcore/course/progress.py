@@ -33,6 +33,7 @@ from .build.student import strip_solutions
 
 __all__ = ["Row", "notebook_progress", "workspace_progress", "format_table", "main"]
 
+NEWER = "new in the course since your copy (make lab adds the newer notebook)"
 _LINE = re.compile(r"^([✓✗…]) (.*)$", re.M)
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -108,6 +109,9 @@ def notebook_progress(learner_path, instructor_path, *, timeout: int = 300) -> l
     rows = []
     for e in found:
         tests = [index_of.get(instructor.cells[i].get("id")) for i in e["tests"]]
+        if instructor.cells[e["solution"]].get("id") not in index_of:
+            rows.append(Row(name, e["function"], "todo", NEWER))
+            continue
         if None in tests:
             rows.append(Row(name, e["function"], "fail", "its check cell is missing from your notebook"))
             continue
@@ -152,8 +156,8 @@ def format_table(rows, *, width: int | None = None) -> str:
     )
     for r in rows:
         mark = {"pass": "✓", "fail": "✗ " + r.reason, "todo": "… not attempted yet"}[r.status]
-        if r.status == "todo" and r.reason == "not in your workspace":
-            mark = "… not in your workspace"
+        if r.status == "todo" and r.reason in ("not in your workspace", NEWER):
+            mark = "… " + r.reason
         cell = f"{r.notebook if r.notebook != last else '':<{nb_w}}  {r.exercise:<{ex_w}}  {mark}"
         lines.append(cell if len(cell) <= width else cell[: width - 1] + "…")
         last = r.notebook
