@@ -1,5 +1,6 @@
 """Notebook 09's exercises: the entropy of a distribution, the KL gap of a model, and the loss
-floor of a generator the notebook has not shown (subtraction with ``b <= a``).
+floor of a generator the notebook has not shown (subtraction with ``b <= a``), and the floor of
+a model that ignores context.
 
 Each checker runs the learner's function with NumPy's floating-point warnings silenced and
 Python warnings caught (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test
@@ -26,6 +27,8 @@ __all__ = [
     "check_entropy",
     "check_kl_gap",
     "check_subtraction_floor",
+    "context_free_floor",
+    "check_context_free_floor",
 ]
 
 _TOK = ChatTokenizer()
@@ -150,6 +153,44 @@ def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
         "loss floor of the subtraction generator",
         own_work(fn, _REFERENCES + ("subtraction_floor",)),
         subtraction_floor,
+        cases,
+        atol=1e-9,
+        rtol=1e-7,
+        hint=hint,
+        quiet=quiet,
+    )
+
+
+# ---------------------------------------------------------------- a model that ignores context
+
+
+def context_free_floor(high: int = 9) -> float:
+    """The lowest loss, in nats per target, of a model that gives every target the same
+    distribution whatever came before, on a long corpus of ``<user> a + b = <assistant> c .``
+    turns (a, b uniform on 0..high): the entropy of the targets' token frequencies (every token
+    after ``<user>``, plus EOS), enumerated over every (a, b)."""
+    _floor._refuse("context_free_floor")
+    high = _high(high)
+    counts = np.zeros(len(_TOK.VOCAB))
+    for a in range(high + 1):
+        for b in range(high + 1):
+            for t in _TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[1:] + [_TOK.eos_id]:
+                counts[t] += 1
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(high) -> nats per target`` against :func:`context_free_floor`."""
+    hint = (
+        "count how often each token appears as a target over all (a, b) (every token after "
+        "<user>, plus EOS), turn the counts into frequencies, and take their entropy in nats."
+    )
+    cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 99)]
+    return check(
+        "loss floor of a model that ignores context",
+        own_work(fn, _REFERENCES + ("context_free_floor",)),
+        context_free_floor,
         cases,
         atol=1e-9,
         rtol=1e-7,

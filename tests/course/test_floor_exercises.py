@@ -201,3 +201,55 @@ def test_stub_reads_not_attempted(capsys):
     for checker in (FX.check_entropy, FX.check_kl_gap, FX.check_subtraction_floor):
         assert not checker(stub)
     assert capsys.readouterr().out.count("not attempted yet") == 3
+
+
+# ---------------------------------------------------------------- a model that ignores context
+
+
+def _freq_entropy(tokens):
+    from collections import Counter
+
+    c = np.array(list(Counter(tokens).values()), dtype=float)
+    p = c / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def _targets(h, *, first=1, eos=True):
+    out = []
+    for a in range(h + 1):
+        for b in range(h + 1):
+            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[first:]
+            out += ids + ([TOK.eos_id] if eos else [])
+    return out
+
+
+def test_context_free_floor_by_hand_and_from_a_sampled_corpus():
+    # one turn 0 + 0 = 0: targets 0 + 0 = <assistant> 0 . EOS -> 0 three times, five others once
+    assert FX.context_free_floor(0) == pytest.approx(-(3 / 8) * math.log(3 / 8) - 5 / 8 * math.log(1 / 8))
+    from lmcore.data import chat_arithmetic
+
+    sample = [t for text in chat_arithmetic(20000, seed=3) for t in TOK.encode(text)[1:] + [TOK.eos_id]]
+    assert _freq_entropy(sample) == pytest.approx(FX.context_free_floor(9), abs=0.01)
+    assert FX.context_free_floor(9) > chat_arithmetic_entropy() + 1.5  # context is worth a lot here
+
+
+WRONG_CONTEXT_FREE = {
+    "the course's reference": lambda h: FX.context_free_floor(h),
+    "the floor with context": lambda h: chat_arithmetic_entropy(high=h),
+    "ln V (a uniform guess)": lambda h: math.log(TOK.vocab_size),
+    "<user> counted as a target": lambda h: _freq_entropy(_targets(h, first=0)),
+    "no EOS target": lambda h: _freq_entropy(_targets(h, eos=False)),
+    "bits": lambda h: _freq_entropy(_targets(h)) / math.log(2),
+    "only the tokens that occur, uniform": lambda h: math.log(len(set(_targets(h)))),
+}
+
+
+def test_check_context_free_floor_accepts_a_count(capsys):
+    assert FX.check_context_free_floor(lambda h: _freq_entropy(_targets(h)))
+    assert "✓ pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_CONTEXT_FREE))
+def test_check_context_free_floor_rejects(name, capsys):
+    assert not FX.check_context_free_floor(WRONG_CONTEXT_FREE[name])
+    assert "✗ fail" in capsys.readouterr().out
