@@ -13,6 +13,7 @@ import torch
 
 from ..shift import (
     IGNORE_INDEX,
+    _restart_positions,
     document_causal_mask,
     labels_from_attention_mask,
     mask_cross_document_targets,
@@ -38,6 +39,7 @@ __all__ = [
     "check_mask_cross_document_targets",
     "check_document_causal_mask",
     "check_pack_whole",
+    "check_position_ids",
 ]
 
 _WRITE = "write it yourself with tensor operations"
@@ -209,4 +211,22 @@ def check_pack_whole(fn) -> bool:
         forbid={"lmcore.shift.pack_documents": "build the rows yourself"},
         hint="each document plus its EOS goes on the current row if it fits in the places left; "
         "otherwise pad the rest of the row (document id -1) and start a new one; pad the last row too.",
+    )
+
+
+def check_position_ids(fn) -> bool:
+    """Grade ``fn(document_ids (N, L)) -> position_ids (N, L)``: 0 at each row start and
+    wherever the document id changes (padding, id -1, counts as one more document), as
+    ``pack_documents`` makes them."""
+    cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
+    cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(4))]
+    return check(
+        "position ids that restart",
+        fn,
+        _restart_positions,
+        cases,
+        forbid={"lmcore.shift.pack_documents": _WRITE, "lmcore.shift._restart_positions": _WRITE},
+        hint="position = t minus the index where the current document started; mark the starts "
+        "(t = 0 and every change of id), and a running maximum (cummax) of their indices gives "
+        "that index at every t.",
     )

@@ -269,3 +269,45 @@ def test_leak_explorer_redraws_on_each_control():
     fig = KV.plot_leak_by_length({1: 1.0, 2: 0.0}, chosen=2, block_diagonal=True, reset_positions=False)
     assert "A of 2 words: leak 0.000" in fig.axes[0].get_title()
     plt.close("all")
+
+
+# ---------------------------------------------------------------- position ids that restart
+
+
+def _positions_loop(doc):
+    out = torch.zeros_like(doc)
+    for r in range(doc.shape[0]):
+        for t in range(1, doc.shape[1]):
+            out[r, t] = 0 if doc[r, t] != doc[r, t - 1] else out[r, t - 1] + 1
+    return out
+
+
+def test_check_position_ids_accepts_a_loop_and_matches_pack_documents(capsys):
+    assert K.check_position_ids(_positions_loop)
+    p = pack_documents([K.encode(d) for d in K.DOCS], 6, eos_id=K.EOS, pad_id=K.PAD)
+    assert torch.equal(_positions_loop(p.document_ids), p.position_ids)
+    capsys.readouterr()
+
+
+WRONG_POSITIONS = {
+    "pack_documents' own": lambda d: pack_documents([[3]], 4, eos_id=K.EOS, pad_id=K.PAD).position_ids,
+    "absolute positions": lambda d: torch.arange(d.shape[1]).expand_as(d).clone(),
+    "starts at 1": lambda d: _positions_loop(d) + 1,
+    "the document's index, not the position": lambda d: torch.cat(
+        [torch.zeros_like(d[:, :1]), (d[:, 1:] != d[:, :-1]).long().cumsum(1)], 1
+    ),
+    "padding left at 0": lambda d: torch.where(d < 0, 0, _positions_loop(d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_POSITIONS))
+def test_check_position_ids_rejects(name, capsys):
+    assert not K.check_position_ids(WRONG_POSITIONS[name])
+    assert "✗ fail" in capsys.readouterr().out
+
+
+def test_check_position_ids_refuses_the_private_reference(capsys):
+    from lmcore.shift import _restart_positions
+
+    assert not K.check_position_ids(lambda d: _restart_positions(d))
+    assert "your function called lmcore.shift._restart_positions" in capsys.readouterr().out
