@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from .._validate import require_float, require_int, require_tensor
 from .checks import Case, check
-from .gradients import AUTOGRAD
+from .checks_guard import AUTOGRAD
 
 __all__ = ["head_grads", "head_grads_autograd", "tied_grads", "tied_grads_autograd", "check_tied_grads"]
 

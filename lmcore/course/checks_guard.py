@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["captured_warnings", "recorded_calls", "resolve", "available", "warning_text"]
+__all__ = ["captured_warnings", "recorded_calls", "resolve", "available", "warning_text", "AUTOGRAD"]
 
 
 @contextlib.contextmanager
@@ -121,3 +121,7 @@ def recorded_calls(names: Iterable[str]):
         yield called
     finally:
         sys.setprofile(previous)
+
+
+# autograd in any form: what "work it out by hand" rules out (torch.func.grad ends in autograd.grad)
+AUTOGRAD = available(["torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward"])

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from .. import handcalc
 from .._validate import require_int_scalar, require_real
 from .checks import Case, check, random_logit_cases
-from .checks_guard import available
+from .checks_guard import AUTOGRAD
 
 __all__ = [
     "numerical_grad",
@@ -23,11 +23,7 @@ __all__ = [
     "check_ce_grad",
     "check_finite_difference",
     "check_smoothed_ce_grad",
-    "AUTOGRAD",
 ]
-
-# autograd in any form: what "work it out by hand" rules out (torch.func.grad ends in autograd.grad)
-AUTOGRAD = available(["torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward"])
 
 
 def _by_hand(extra=()) -> dict[str, str]:
