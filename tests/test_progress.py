@@ -157,3 +157,10 @@ def test_an_exercise_the_course_added_later_is_named_so(course, tmp_path):
     rows = workspace_progress(root / "workspace", newer, jobs=1)
     assert [(r.exercise, r.status) for r in rows][-1] == ("extra", "todo")
     assert "new in the course since your copy" in format_table(rows, width=200)
+
+
+def test_a_two_part_hint_is_found_nudge_first():
+    """check_mean_nll's hint is a (nudge, full) pair: show_solution gives both, the nudge first."""
+    hints = solutions.hints_of("check_mean_nll")
+    assert len(hints) == 2 and hints[0].startswith("look at which rows count")
+    assert "max trick" in hints[1]

@@ -57,7 +57,7 @@ def find_exercise(name: str) -> dict:
 
 
 def hints_of(check_name: str) -> list[str]:
-    """The ``hint=`` texts (string constants) inside ``def check_name`` in the course's modules."""
+    """The ``hint=`` texts (strings, or (nudge, full) pairs) inside ``def check_name`` in the course's modules."""
     found = []
     for path in sorted(_COURSE.glob("*.py")):
         text = path.read_text(encoding="utf-8")
@@ -66,15 +66,27 @@ def hints_of(check_name: str) -> list[str]:
         for fn in ast.walk(ast.parse(text)):
             if isinstance(fn, ast.FunctionDef) and fn.name == check_name:
                 found += [
-                    kw.value.value
+                    text
                     for node in ast.walk(fn)
                     if isinstance(node, ast.Call)
                     for kw in node.keywords
                     if kw.arg == "hint"
-                    and isinstance(kw.value, ast.Constant)
-                    and isinstance(kw.value.value, str)
+                    for text in _literal_hints(kw.value)
                 ]
     return found
+
+
+def _literal_hints(node) -> list[str]:
+    """A ``hint=`` written as a string, or as a (nudge, full) pair of strings; [] for anything else."""
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return []
 
 
 def show_solution(name: str) -> None:
