@@ -164,3 +164,18 @@ def test_a_two_part_hint_is_found_nudge_first():
     hints = solutions.hints_of("check_mean_nll")
     assert len(hints) == 2 and hints[0].startswith("look at which rows count")
     assert "max trick" in hints[1]
+
+
+def test_every_function_exercise_has_a_hint_for_show_solution():
+    """show_solution's first answer is the check's hint: every exercise has one (the choice
+    exercise of 07 excepted: its hints are per answer, and would name the answers)."""
+    from lmcore.course.build.nbgrader_meta import exercises
+
+    folder = solutions.instructor_notebooks()
+    missing = []
+    for p in sorted(folder.glob("*.ipynb")):
+        for e in exercises(nbformat.read(p, as_version=4)):
+            ex = solutions.find_exercise(e["function"])
+            if e["function"] != "name_the_bugs" and not any(solutions.hints_of(c) for c in ex["checks"]):
+                missing.append(e["function"])
+    assert not missing, missing

@@ -65,15 +65,25 @@ def hints_of(check_name: str) -> list[str]:
             continue
         for fn in ast.walk(ast.parse(text)):
             if isinstance(fn, ast.FunctionDef) and fn.name == check_name:
-                found += [
-                    text
-                    for node in ast.walk(fn)
-                    if isinstance(node, ast.Call)
-                    for kw in node.keywords
-                    if kw.arg == "hint"
-                    for text in _literal_hints(kw.value)
-                ]
+                found += [text for node in _hint_nodes(fn) for text in _literal_hints(node)]
     return found
+
+
+def _hint_nodes(fn: ast.FunctionDef) -> list:
+    """The values given as ``hint=`` in ``fn``'s calls, and those assigned to a local ``hint``."""
+    nodes = [
+        kw.value
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == "hint" and not isinstance(kw.value, ast.Name)
+    ]
+    return nodes + [
+        node.value
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "hint" for t in node.targets)
+    ]
 
 
 def _literal_hints(node) -> list[str]:

@@ -26,7 +26,12 @@ def execute_notebook(path, *, timeout: int = 600, write: bool = True, allow_erro
     """Run every cell of ``path``; cells tagged ``raises-exception`` may raise. Returns the notebook."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    # ipykernel's own display name: JupyterLab then has nothing to rewrite when a notebook opens
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
     client = NotebookClient(
         nb,
         timeout=timeout,
