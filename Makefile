@@ -131,7 +131,7 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/train_throughput.py
 
 clean:
-	rm -rf $(VENV) .lab .pytest_cache .ruff_cache  # never workspace/ or student/: learners' work
+	rm -rf $(VENV) .venv-site .venv-torch-* .lab build/site .pytest_cache .ruff_cache  # never workspace/ or student/: learners' work
 
 # Instructors (needs nbgrader: the `teach` extra, installed here from requirements-teach.txt).
 # Grade SUBMISSIONS/<student>/<notebook>.ipynb with nbgrader's autograder into
