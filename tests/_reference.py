@@ -2,6 +2,8 @@
 
 import math
 
+import torch
+
 from lmcore.shift import IGNORE_INDEX  # the constant only
 
 
@@ -19,3 +21,15 @@ def naive_nll_sums(logits, labels, ignore_index=IGNORE_INDEX):
             total += m + math.log(sum(math.exp(v - m) for v in z)) - z[y]
             count += 1
     return total, count
+
+
+def make(seed, N, L, D, V, dtype=torch.float32, p_ignore=0.25):
+    """Seeded LM-head inputs: hidden (N, L, D), weight (V, D), labels (N, L) with about
+    ``p_ignore`` of them -100 and at least one valid target."""
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(N, L, D, generator=g, dtype=torch.float64).to(dtype)
+    weight = (torch.randn(V, D, generator=g, dtype=torch.float64) * D**-0.5).to(dtype)
+    labels = torch.randint(0, V, (N, L), generator=g)
+    labels[torch.rand(N, L, generator=g) < p_ignore] = IGNORE_INDEX
+    labels[0, -1] = 0  # at least one valid target
+    return hidden, weight, labels

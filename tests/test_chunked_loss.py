@@ -4,6 +4,7 @@ against F.cross_entropy in float64, on the dense fallback and the real chunked p
 import pytest
 import torch
 import torch.nn.functional as F
+from _reference import make
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -11,16 +12,6 @@ from torch.utils._pytree import tree_flatten
 
 import lmcore.loss
 from lmcore import IGNORE_INDEX, chunked_causal_lm_loss
-
-
-def make(seed, N, L, D, V, dtype=torch.float32, p_ignore=0.25):
-    g = torch.Generator().manual_seed(seed)
-    hidden = torch.randn(N, L, D, generator=g, dtype=torch.float64).to(dtype)
-    weight = (torch.randn(V, D, generator=g, dtype=torch.float64) * D**-0.5).to(dtype)
-    labels = torch.randint(0, V, (N, L), generator=g)
-    labels[torch.rand(N, L, generator=g) < p_ignore] = IGNORE_INDEX
-    labels[0, -1] = 0  # at least one valid target
-    return hidden, weight, labels
 
 
 def reference(hidden, weight, labels, reduction="mean", num_items=None, grad_scale=1.0):

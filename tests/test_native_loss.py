@@ -18,6 +18,7 @@ Below torch 2.13 every test here skips.
 import pytest
 import torch
 import torch.nn.functional as F
+from _reference import make
 
 import lmcore.loss
 from lmcore import IGNORE_INDEX, chunked_causal_lm_loss
@@ -37,16 +38,6 @@ def shapes(n=6, seed=0):
     g = torch.Generator().manual_seed(seed)
     draw = lambda lo, hi: int(torch.randint(lo, hi + 1, (), generator=g))
     return [(draw(1, 4), draw(2, 40), draw(4, 48), draw(3, 3000)) for _ in range(n)]
-
-
-def make(seed, N, L, D, V, dtype=torch.float32, p_ignore=0.25):
-    g = torch.Generator().manual_seed(seed)
-    hidden = torch.randn(N, L, D, generator=g, dtype=torch.float64).to(dtype)
-    weight = (torch.randn(V, D, generator=g, dtype=torch.float64) * D**-0.5).to(dtype)
-    labels = torch.randint(0, V, (N, L), generator=g)
-    labels[torch.rand(N, L, generator=g) < p_ignore] = IGNORE_INDEX
-    labels[0, -1] = 0  # at least one valid target
-    return hidden, weight, labels
 
 
 def native_options(kind):
