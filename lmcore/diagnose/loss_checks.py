@@ -1,8 +1,8 @@
 """The individual checks behind :func:`lmcore.diagnose.run_checks`: the loss-value checks
 (a finite loss, the alignment, the perfect- and zero-logit losses, the logit scale) here, and every other
-check re-exported from :mod:`lmcore.diagnose_mask_checks` (which targets are scored, with what
-weight) and :mod:`lmcore.diagnose_model_checks` (the model), with the probes of
-:mod:`lmcore.diagnose_probes` they share.
+check re-exported from :mod:`lmcore.diagnose.mask_checks` (which targets are scored, with what
+weight) and :mod:`lmcore.diagnose.model_checks` (the model), with the probes of
+:mod:`lmcore.diagnose.probes` they share.
 
 Each ``check_*`` returns ``(passed, detail)``; ``passed`` is None for a check that was skipped
 (the detail says why). Loss checks call ``loss_fn(logits, input_ids, attention_mask)`` with
@@ -15,20 +15,20 @@ import math
 
 import torch
 
-from .diagnose_mask_checks import (
+from .mask_checks import (
     check_coverage,
     check_eos_scored,
     check_equal_weights,
     check_padding_unscored,
 )
-from .diagnose_model_checks import (
+from .model_checks import (
     check_finite_logits,
     check_first_loss,
     check_future,
     check_left_padding,
     check_padding_unread,
 )
-from .diagnose_probes import BIG, NotFinite, loss_value, place
+from .probes import BIG, NotFinite, loss_value, place
 
 __all__ = [
     "BIG",

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .diagnose_probes import loss_value
+from .probes import loss_value
 
 
 class NotFiniteLogits(ArithmeticError):

@@ -1,53 +1,8 @@
-"""The label-bug checklist, run against any model + loss pipeline.
+"""``run_checks``: the label-bug checklist of :mod:`lmcore.diagnose`, run against a pipeline.
 
-``run_checks(forward, loss_fn, vocab_size=V)`` feeds the pipeline inputs whose right answer is
-known (increasing ids, perfect, zero and random logits, ragged right-padded rows ending in EOS,
-left-padded rows, changed future tokens) and reads back values and gradients: which positions
-move the loss's value, which get a gradient and with what weight, and which target id each
-gradient pushes up. Each failing row names the classes of cause that produce it, most likely
-first, and how to declare an intended choice (``label_smoothing``, ``z_loss``, ``aux_loss``,
-``unscored`` for completion-only masking, ``num_items_ratio`` for a global denominator,
-``pretrained``, ``left_padding=False`` for a pipeline that never left-pads, ``model``).
-
-A signature (the set of failing rows) names a *class* of bug, not one bug. Tested signatures
-(tests/test_diagnose.py, tests/test_diagnose_pipelines.py):
-
-- finite_loss: a NaN/inf loss (a mean over 0 targets, log of 0); every other loss row is skipped;
-- alignment, perfect_logits, last_unscored: the shift is missing;
-- alignment, perfect_logits, all_scored: a double shift (EOS is still a target, from two
-  positions earlier; eos_scored fails only for a row of 2 tokens);
-- alignment, perfect_logits, padding_unscored, eos_scored: labels taken from another row (or
-  shifted by another offset);
-- perfect_logits, logit_scale: softmax before the loss, or an undeclared label smoothing or
-  z-loss (the details tell these apart);
-- logit_scale: the logits rescaled inside the loss (a temperature, logits / 2), caught at any
-  factor a with |a - 1| above the bound the passing row prints;
-- zero_logits, logit_scale: a cross-entropy in low precision (bf16);
-- zero_logits, first_loss: a loss in bits, or summed instead of averaged;
-- zero_logits: a denominator that counts tokens instead of targets, or a global num_items not
-  declared (num_items_ratio=); these two share the signature, the detail names the count;
-- all_scored: positions not scored: intended prompt masking not declared (unscored=), real
-  tokens masked by id, or a declared prompt mask that is off by one;
-- all_scored, equal_weights: positions whose logits are detached (value moves, zero gradient);
-- equal_weights: per-row or per-micro-batch means averaged, or per-class weights;
-- padding_unscored: padding scored (PAD -> PAD), or the off-by-one of masking the input side
-  after the shift (the last real token scored against the PAD after it);
-- eos_scored: EOS masked by its id (every special token masked, or PAD = EOS with the pad id
-  ignored); the two share the signature;
-- finite_logits: NaN/inf logits at real tokens (NaN only where the mask excludes, as with
-  nn.TransformerEncoderLayer's eval fast path under left padding, is ignored and said so);
-- future: the model sees the future (no causal mask, a mask off by one);
-- padding_unread, left_padding: the attention mask ignored or inverted; correct when the
-  pipeline never left-pads (a GRU, a model called without the mask): pass left_padding=False;
-- left_padding: left padding without position reset;
-- first_loss: initial logits too large (far above ln V), or a leak / a trained start (below).
-
-Blind spots: packed documents under a plain causal mask (the probes have no document
-boundaries), what an aux_loss=True term does, and with PAD = EOS the last real token scored
-against the PAD after it (it looks like EOS -> EOS). The checks live in
-:mod:`lmcore.diagnose_checks` (with :mod:`lmcore.diagnose_mask_checks` and
-:mod:`lmcore.diagnose_model_checks`), the probe inputs and readings in
-:mod:`lmcore.diagnose_probes`, the report in :mod:`lmcore.diagnose_report`.
+It builds the probe inputs (:mod:`lmcore.diagnose.probes`), runs the loss rows with hand-made
+logits and the model rows through ``forward`` in eval mode, and collects them in a
+:class:`~lmcore.diagnose.report.DiagnosisReport`.
 """
 
 from __future__ import annotations
@@ -56,13 +11,13 @@ from collections.abc import Callable
 
 import torch
 
-from . import diagnose_checks as C
-from ._validate import require_bool, require_int_scalar, require_real
-from .diagnose_model_checks import NotFiniteLogits, eval_mode, module_of, real_logits
-from .diagnose_probes import expected_scored, gradient_reading, moves_value, ragged_batch, token_weights
-from .diagnose_report import CHECK_NAMES, CheckRow, DiagnosisReport
+from .._validate import require_bool, require_int_scalar, require_real
+from . import loss_checks as C
+from .model_checks import NotFiniteLogits, eval_mode, module_of, real_logits
+from .probes import expected_scored, gradient_reading, moves_value, ragged_batch
+from .report import CHECK_NAMES, CheckRow, DiagnosisReport
 
-__all__ = ["CHECK_NAMES", "CheckRow", "DiagnosisReport", "run_checks", "token_weights", "ragged_batch"]
+__all__ = ["run_checks"]
 
 
 def run_checks(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._validate import require_bool, require_int_scalar
+from .._validate import require_bool, require_int_scalar
 
 __all__ = [
     "BIG",
