@@ -1,12 +1,12 @@
-"""The individual checks behind :func:`lmcore.diagnose.run_checks`: the loss-value checks
-(a finite loss, the alignment, the perfect- and zero-logit losses, the logit scale) here, and every other
-check re-exported from :mod:`lmcore.diagnose.mask_checks` (which targets are scored, with what
-weight) and :mod:`lmcore.diagnose.model_checks` (the model), with the probes of
-:mod:`lmcore.diagnose.probes` they share.
+"""The loss-value checks behind :func:`lmcore.diagnose.run_checks`: a finite loss, the
+alignment, the perfect- and zero-logit losses, the logit scale. The other families own their
+checks: :mod:`lmcore.diagnose.mask_checks` (which targets are scored, with what weight) and
+:mod:`lmcore.diagnose.model_checks` (the model); the probes they share live in
+:mod:`lmcore.diagnose.probes`.
 
 Each ``check_*`` returns ``(passed, detail)``; ``passed`` is None for a check that was skipped
-(the detail says why). Loss checks call ``loss_fn(logits, input_ids, attention_mask)`` with
-hand-made logits; model checks call ``forward(input_ids, attention_mask)``.
+(the detail says why). They call ``loss_fn(logits, input_ids, attention_mask)`` with hand-made
+logits.
 """
 
 from __future__ import annotations
@@ -15,41 +15,9 @@ import math
 
 import torch
 
-from .mask_checks import (
-    check_coverage,
-    check_eos_scored,
-    check_equal_weights,
-    check_padding_unscored,
-)
-from .model_checks import (
-    check_finite_logits,
-    check_first_loss,
-    check_future,
-    check_left_padding,
-    check_padding_unread,
-)
 from .probes import BIG, NotFinite, loss_value, place
 
-__all__ = [
-    "BIG",
-    "NotFinite",
-    "loss_value",
-    "place",
-    "check_finite",
-    "check_alignment",
-    "check_perfect",
-    "check_zero",
-    "check_logit_scale",
-    "check_coverage",
-    "check_equal_weights",
-    "check_padding_unscored",
-    "check_eos_scored",
-    "check_finite_logits",
-    "check_future",
-    "check_padding_unread",
-    "check_left_padding",
-    "check_first_loss",
-]
+__all__ = ["check_finite", "check_alignment", "check_perfect", "check_zero", "check_logit_scale"]
 
 
 def check_finite(loss_fn, inputs):

@@ -12,9 +12,20 @@ from collections.abc import Callable
 import torch
 
 from .._validate import require_bool, require_int_scalar, require_real
-from . import loss_checks as C
-from .model_checks import NotFiniteLogits, eval_mode, module_of, real_logits
-from .probes import expected_scored, gradient_reading, moves_value, ragged_batch
+from .loss_checks import check_alignment, check_finite, check_logit_scale, check_perfect, check_zero
+from .mask_checks import check_coverage, check_eos_scored, check_equal_weights, check_padding_unscored
+from .model_checks import (
+    NotFiniteLogits,
+    check_finite_logits,
+    check_first_loss,
+    check_future,
+    check_left_padding,
+    check_padding_unread,
+    eval_mode,
+    module_of,
+    real_logits,
+)
+from .probes import NotFinite, expected_scored, gradient_reading, moves_value, place, ragged_batch
 from .report import CHECK_NAMES, CheckRow, DiagnosisReport
 
 __all__ = ["run_checks"]
@@ -147,7 +158,7 @@ def _guard(results):
             return None, "skipped: the loss is not finite (see finite_loss)"
         try:
             return fn(*args, **kw)
-        except C.NotFinite as err:
+        except NotFinite as err:
             return False, f"{err} on this check's input: the loss is not finite"
 
     return guarded
@@ -160,7 +171,7 @@ def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
     smoothing, ratio, unscored = declared["smoothing"], declared["ratio"], declared["unscored"]
     values = dict(smoothing=smoothing, z_loss=declared["z_loss"], aux_loss=declared["aux_loss"])
     results = {
-        "finite_loss": C.check_finite(
+        "finite_loss": check_finite(
             loss_fn,
             [
                 (
@@ -170,16 +181,16 @@ def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
                     ragged_mask,
                 ),
                 ("random logits", torch.randn(2, full.shape[1], V, generator=gen).to(ids.device), ids, full),
-                ("perfect logits", C.place(ids, 1, V), ids, full),
+                ("perfect logits", place(ids, 1, V), ids, full),
             ],
         )
     }
     guarded = _guard(results)
-    results["alignment"] = guarded(C.check_alignment, loss_fn, increasing, full, V)
-    results["perfect_logits"] = guarded(C.check_perfect, loss_fn, ids, full, V, **values, ratio=ratio)
+    results["alignment"] = guarded(check_alignment, loss_fn, increasing, full, V)
+    results["perfect_logits"] = guarded(check_perfect, loss_fn, ids, full, V, **values, ratio=ratio)
     want = expected_scored(ragged, ragged_mask, unscored)
     results["zero_logits"] = guarded(
-        C.check_zero,
+        check_zero,
         loss_fn,
         ragged,
         ragged_mask,
@@ -193,7 +204,7 @@ def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
     weight, targets = gradient_reading(loss_fn, ragged, ragged_mask, V, smoothing) if finite else (None, None)
     try:
         moved = moves_value(loss_fn, ragged, ragged_mask, V, gen) if finite else None
-    except C.NotFinite as err:
+    except NotFinite as err:
         moved_err = err
 
     def with_moved(fn, *args, **kw):  # rows that read which ragged positions move the value
@@ -202,10 +213,10 @@ def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
         return guarded(fn, *args, **kw)
 
     results["logit_scale"] = with_moved(
-        C.check_logit_scale, loss_fn, ragged, ragged_mask, V, weight, targets, moved, gen, **values
+        check_logit_scale, loss_fn, ragged, ragged_mask, V, weight, targets, moved, gen, **values
     )
     coverage = guarded(
-        lambda: C.check_coverage(
+        lambda: check_coverage(
             moves_value(loss_fn, ids, full, V, gen),
             gradient_reading(loss_fn, ids, full, V, smoothing)[0],
             expected_scored(ids, full, unscored),
@@ -214,11 +225,11 @@ def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
     results["last_unscored"], results["all_scored"] = (
         coverage if isinstance(coverage[0], tuple) else (coverage, coverage)
     )
-    results["equal_weights"] = with_moved(lambda: C.check_equal_weights(weight, moved, want))
+    results["equal_weights"] = with_moved(lambda: check_equal_weights(weight, moved, want))
     results["padding_unscored"] = with_moved(
-        lambda: C.check_padding_unscored(moved, weight, targets, ragged, ragged_mask, pad_id)
+        lambda: check_padding_unscored(moved, weight, targets, ragged, ragged_mask, pad_id)
     )
-    results["eos_scored"] = guarded(C.check_eos_scored, targets, ragged_mask, ragged, eos_id)
+    results["eos_scored"] = guarded(check_eos_scored, targets, ragged_mask, ragged, eos_id)
     return results
 
 
@@ -227,7 +238,7 @@ def _model_rows(results, raw, loss_fn, V, probes, draw, switched, settings):
     loss (None when that row did not run)."""
     full, (left, left_mask) = probes["full"], probes["left"]
     L = full.shape[1]
-    results["finite_logits"] = C.check_finite_logits(
+    results["finite_logits"] = check_finite_logits(
         raw, [("random ids", draw(2, L), full), ("left-padded rows", left, left_mask)]
     )
     if not results["finite_logits"][0]:
@@ -246,12 +257,12 @@ def _model_rows(results, raw, loss_fn, V, probes, draw, switched, settings):
             return False, f"{err} on this check's input (see finite_logits)"
 
     on = settings["left_padding"]
-    results["future"] = model_row(C.check_future, call, draw(2, L), full, draw, switched)
-    results["padding_unread"] = model_row(C.check_padding_unread, call, left, left_mask, draw, on)
-    results["left_padding"] = model_row(C.check_left_padding, call, left, left_mask, on)
+    results["future"] = model_row(check_future, call, draw(2, L), full, draw, switched)
+    results["padding_unread"] = model_row(check_padding_unread, call, left, left_mask, draw, on)
+    results["left_padding"] = model_row(check_left_padding, call, left, left_mask, on)
     first = model_row(
         _guard(results),
-        C.check_first_loss,
+        check_first_loss,
         call,
         loss_fn,
         draw(2, L),
