@@ -8,6 +8,8 @@ logits and the model rows through ``forward`` in eval mode, and collects them in
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -73,46 +75,120 @@ def run_checks(
     ``first_loss_tol * ln V``; ``left_padding=False`` (the pipeline never left-pads) skips the
     left-padding rows.
     """
+    s = _settings(**locals())  # every argument, by name
+    module = module_of(forward, model)
+    real = _real_ids(s)
+    gen = torch.Generator().manual_seed(s.seed)
+    probes = _probes(s, real, _drawer(real, gen, device), device)
+    results = _loss_rows(loss_fn, probes, gen, s)
+    model_draw = _drawer(real, torch.Generator().manual_seed(s.seed + 1), device)  # the model rows' own draws
+    with eval_mode(module):
+        first = _model_rows(results, _checked_forward(forward, s.V), loss_fn, probes, model_draw, module, s)
+    return _report(results, first)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """run_checks' arguments, validated."""
+
+    V: int
+    L: int
+    pad_id: int
+    eos_id: int | None
+    seed: int
+    tol: float
+    smoothing: float
+    z_loss: float
+    ratio: float
+    aux_loss: bool
+    pretrained: bool
+    left_padding: bool
+    unscored: Callable | None
+
+    def loss_terms(self) -> dict:
+        """The declared terms the loss-value checks expect (label smoothing, z-loss, another term)."""
+        return dict(smoothing=self.smoothing, z_loss=self.z_loss, aux_loss=self.aux_loss)
+
+
+def _settings(forward, loss_fn, **kw) -> _Settings:
+    """Validate run_checks' arguments (all of them, by name; ``model`` and ``device`` are read
+    elsewhere) in the order it lists them: a TypeError/ValueError names the first bad one."""
     if not callable(forward) or not callable(loss_fn):
         raise TypeError(
             "forward and loss_fn must be callables: forward(input_ids, attention_mask) "
             "-> logits and loss_fn(logits, input_ids, attention_mask) -> scalar."
         )
-    V = require_int_scalar("vocab_size", vocab_size, min=5)
-    L = require_int_scalar("seq_len", seq_len, min=4)
-    pad_id = require_int_scalar("pad_id", pad_id, min=0, max=V - 1)
+    V = require_int_scalar("vocab_size", kw["vocab_size"], min=5)
+    L = require_int_scalar("seq_len", kw["seq_len"], min=4)
+    pad_id = require_int_scalar("pad_id", kw["pad_id"], min=0, max=V - 1)
+    eos_id = kw["eos_id"]
     if eos_id is not None:
         eos_id = require_int_scalar("eos_id", eos_id, min=0, max=V - 1)
-    seed = require_int_scalar("seed", seed)
-    tol = require_real("first_loss_tol", first_loss_tol, min=0)
-    smoothing = require_real("label_smoothing", label_smoothing, min=0, max=1)
-    z_coef = require_real("z_loss", z_loss, min=0)
-    ratio = require_real("num_items_ratio", num_items_ratio, min=0, min_inclusive=False)
-    aux_loss, pretrained = require_bool("aux_loss", aux_loss), require_bool("pretrained", pretrained)
-    left_padding = require_bool("left_padding", left_padding)
+    seed = require_int_scalar("seed", kw["seed"])
+    tol = require_real("first_loss_tol", kw["first_loss_tol"], min=0)
+    smoothing = require_real("label_smoothing", kw["label_smoothing"], min=0, max=1)
+    z_coef = require_real("z_loss", kw["z_loss"], min=0)
+    ratio = require_real("num_items_ratio", kw["num_items_ratio"], min=0, min_inclusive=False)
+    aux_loss, pretrained = (
+        require_bool("aux_loss", kw["aux_loss"]),
+        require_bool("pretrained", kw["pretrained"]),
+    )
+    left_padding, unscored = require_bool("left_padding", kw["left_padding"]), kw["unscored"]
     if unscored is not None and not callable(unscored):
         raise TypeError(
             "unscored must be None or a callable (input_ids, attention_mask) -> bool (N, L), True "
             f"at tokens that are not targets on purpose; got {type(unscored).__name__}."
         )
-    module = module_of(forward, model)
-    gen = torch.Generator().manual_seed(seed)
-    real = torch.tensor([i for i in range(V) if i not in (pad_id, eos_id)])  # ids a real token may take
+    return _Settings(
+        V,
+        L,
+        pad_id,
+        eos_id,
+        seed,
+        tol,
+        smoothing,
+        z_coef,
+        ratio,
+        aux_loss,
+        pretrained,
+        left_padding,
+        unscored,
+    )
 
-    def draw(*shape, gen=gen):
+
+def _real_ids(s: _Settings) -> torch.Tensor:
+    """The ids a real token may take: every id but pad_id and eos_id."""
+    return torch.tensor([i for i in range(s.V) if i not in (s.pad_id, s.eos_id)])
+
+
+def _drawer(real: torch.Tensor, gen: torch.Generator, device) -> Callable:
+    """``draw(*shape)``: ids drawn uniformly from ``real`` with ``gen``, on ``device``."""
+
+    def draw(*shape):
         return real[torch.randint(0, len(real), shape, generator=gen)].to(device)
 
-    full = torch.ones(2, L, dtype=torch.long, device=device)
+    return draw
+
+
+def _probes(s: _Settings, real: torch.Tensor, draw: Callable, device) -> dict:
+    """The inputs every row reads: ``full`` (the all-ones mask of 2 rows), ``increasing`` (two rows
+    of consecutive real ids, 3 apart), ``ids`` (random real ids), ``ragged`` and ``left``
+    (right- and left-padded batches, (input_ids, attention_mask))."""
+    L = s.L
     start = int((real >= 10).nonzero()[0]) if int(real[-1]) >= 10 else 0
-    probes = dict(
-        full=full,
+    return dict(
+        full=torch.ones(2, L, dtype=torch.long, device=device),
         increasing=real[(start + torch.arange(L)[None] + torch.tensor([[0], [3]])) % len(real)].to(device),
         ids=draw(2, L),
-        ragged=tuple(t.to(device) for t in ragged_batch(V, L, pad_id=pad_id, eos_id=eos_id, seed=seed)),
-        left=tuple(t.to(device) for t in ragged_batch(V, L, pad_id=pad_id, seed=seed, left=True)),
+        ragged=tuple(
+            t.to(device) for t in ragged_batch(s.V, L, pad_id=s.pad_id, eos_id=s.eos_id, seed=s.seed)
+        ),
+        left=tuple(t.to(device) for t in ragged_batch(s.V, L, pad_id=s.pad_id, seed=s.seed, left=True)),
     )
-    declared = dict(smoothing=smoothing, z_loss=z_coef, aux_loss=aux_loss, ratio=ratio, unscored=unscored)
-    results = _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id)
+
+
+def _checked_forward(forward: Callable, V: int) -> Callable:
+    """``forward`` without gradients, its output checked to be logits (N, L, V)."""
 
     def raw(ids, mask):
         with torch.no_grad():
@@ -124,18 +200,11 @@ def run_checks(
             )
         return logits
 
-    model_gen = torch.Generator().manual_seed(seed + 1)  # the model probes' own draws
-    with eval_mode(module):
-        value = _model_rows(
-            results,
-            raw,
-            loss_fn,
-            V,
-            probes,
-            lambda *shape: draw(*shape, gen=model_gen),
-            module is not None,
-            dict(tol=tol, pretrained=pretrained, left_padding=left_padding, ratio=ratio),
-        )
+    return raw
+
+
+def _report(results: dict, first_loss: float | None) -> DiagnosisReport:
+    """The rows in table order; a row whose ``passed`` is None was skipped (and counts as passed)."""
     return DiagnosisReport(
         tuple(
             CheckRow(
@@ -143,7 +212,7 @@ def run_checks(
                 results[n][0] is not False,
                 results[n][1],
                 results[n][0] is None,
-                value if n == "first_loss" else None,
+                first_loss if n == "first_loss" else None,
             )
             for n in CHECK_NAMES
         )
@@ -164,78 +233,103 @@ def _guard(results):
     return guarded
 
 
-def _loss_rows(loss_fn, V, probes, gen, declared, pad_id, eos_id) -> dict:
-    """The rows that call loss_fn alone, with hand-made logits: {name: (passed, detail)}."""
-    full, ids, increasing = probes["full"], probes["ids"], probes["increasing"]
-    ragged, ragged_mask = probes["ragged"]
-    smoothing, ratio, unscored = declared["smoothing"], declared["ratio"], declared["unscored"]
-    values = dict(smoothing=smoothing, z_loss=declared["z_loss"], aux_loss=declared["aux_loss"])
-    results = {
-        "finite_loss": check_finite(
-            loss_fn,
-            [
-                (
-                    "zero logits on ragged rows",
-                    torch.zeros(*ragged.shape, V, device=ids.device),
-                    ragged,
-                    ragged_mask,
-                ),
-                ("random logits", torch.randn(2, full.shape[1], V, generator=gen).to(ids.device), ids, full),
-                ("perfect logits", place(ids, 1, V), ids, full),
-            ],
-        )
-    }
+def _loss_rows(loss_fn, probes, gen, s: _Settings) -> dict:
+    """The rows that call loss_fn alone, with hand-made logits: {name: (passed, detail)}. They run
+    in this order, which is the order they draw from ``gen``."""
+    full, ids, (ragged, ragged_mask) = probes["full"], probes["ids"], probes["ragged"]
+    results = {"finite_loss": _finite_loss_row(loss_fn, probes, gen, s.V)}
     guarded = _guard(results)
-    results["alignment"] = guarded(check_alignment, loss_fn, increasing, full, V)
-    results["perfect_logits"] = guarded(check_perfect, loss_fn, ids, full, V, **values, ratio=ratio)
-    want = expected_scored(ragged, ragged_mask, unscored)
-    results["zero_logits"] = guarded(
-        check_zero,
-        loss_fn,
-        ragged,
-        ragged_mask,
-        V,
-        want,
-        z_loss=declared["z_loss"],
-        aux_loss=declared["aux_loss"],
-        ratio=ratio,
+    results["alignment"] = guarded(check_alignment, loss_fn, probes["increasing"], full, s.V)
+    results["perfect_logits"] = guarded(
+        check_perfect, loss_fn, ids, full, s.V, **s.loss_terms(), ratio=s.ratio
     )
-    finite, moved_err, moved = results["finite_loss"][0], None, None
-    weight, targets = gradient_reading(loss_fn, ragged, ragged_mask, V, smoothing) if finite else (None, None)
-    try:
-        moved = moves_value(loss_fn, ragged, ragged_mask, V, gen) if finite else None
-    except NotFinite as err:
-        moved_err = err
-
-    def with_moved(fn, *args, **kw):  # rows that read which ragged positions move the value
-        if moved_err is not None:
-            return False, f"{moved_err} on this check's input: the loss is not finite"
-        return guarded(fn, *args, **kw)
-
+    want = expected_scored(ragged, ragged_mask, s.unscored)
+    zero_terms = dict(z_loss=s.z_loss, aux_loss=s.aux_loss, ratio=s.ratio)
+    results["zero_logits"] = guarded(check_zero, loss_fn, ragged, ragged_mask, s.V, want, **zero_terms)
+    read = _read_ragged(loss_fn, probes, gen, s, finite=bool(results["finite_loss"][0]))
+    weight, targets, moved, with_moved = read.weight, read.targets, read.moved, _with_moved(guarded, read)
     results["logit_scale"] = with_moved(
-        check_logit_scale, loss_fn, ragged, ragged_mask, V, weight, targets, moved, gen, **values
+        check_logit_scale, loss_fn, ragged, ragged_mask, s.V, weight, targets, moved, gen, **s.loss_terms()
     )
-    coverage = guarded(
-        lambda: check_coverage(
-            moves_value(loss_fn, ids, full, V, gen),
-            gradient_reading(loss_fn, ids, full, V, smoothing)[0],
-            expected_scored(ids, full, unscored),
-        )
-    )
-    results["last_unscored"], results["all_scored"] = (
-        coverage if isinstance(coverage[0], tuple) else (coverage, coverage)
-    )
+    results["last_unscored"], results["all_scored"] = _coverage_rows(guarded, loss_fn, probes, gen, s)
     results["equal_weights"] = with_moved(lambda: check_equal_weights(weight, moved, want))
     results["padding_unscored"] = with_moved(
-        lambda: check_padding_unscored(moved, weight, targets, ragged, ragged_mask, pad_id)
+        lambda: check_padding_unscored(moved, weight, targets, ragged, ragged_mask, s.pad_id)
     )
-    results["eos_scored"] = guarded(check_eos_scored, targets, ragged_mask, ragged, eos_id)
+    results["eos_scored"] = guarded(check_eos_scored, targets, ragged_mask, ragged, s.eos_id)
     return results
 
 
-def _model_rows(results, raw, loss_fn, V, probes, draw, switched, settings):
+def _finite_loss_row(loss_fn, probes, gen, V):
+    """finite_loss: the loss of zero logits on the ragged rows, of random and of perfect logits."""
+    full, ids, (ragged, ragged_mask) = probes["full"], probes["ids"], probes["ragged"]
+    return check_finite(
+        loss_fn,
+        [
+            (
+                "zero logits on ragged rows",
+                torch.zeros(*ragged.shape, V, device=ids.device),
+                ragged,
+                ragged_mask,
+            ),
+            ("random logits", torch.randn(2, full.shape[1], V, generator=gen).to(ids.device), ids, full),
+            ("perfect logits", place(ids, 1, V), ids, full),
+        ],
+    )
+
+
+class _Reading(NamedTuple):
+    """What the gradient and the value of loss_fn show on the ragged rows (None where the loss is
+    not finite; ``moved_err`` the NotFinite that reading the value met, if any)."""
+
+    weight: torch.Tensor | None
+    targets: torch.Tensor | None
+    moved: torch.Tensor | None
+    moved_err: NotFinite | None
+
+
+def _read_ragged(loss_fn, probes, gen, s: _Settings, *, finite: bool) -> _Reading:
+    """The weight and target of each ragged position (from the gradient) and which positions move
+    the value; nothing is read when the loss is not finite."""
+    ragged, ragged_mask = probes["ragged"]
+    if not finite:
+        return _Reading(None, None, None, None)
+    weight, targets = gradient_reading(loss_fn, ragged, ragged_mask, s.V, s.smoothing)
+    try:
+        return _Reading(weight, targets, moves_value(loss_fn, ragged, ragged_mask, s.V, gen), None)
+    except NotFinite as err:
+        return _Reading(weight, targets, None, err)
+
+
+def _with_moved(guarded, read: _Reading) -> Callable:
+    """Run a row that reads which ragged positions move the value: failed when reading them met a
+    non-finite loss, else as ``guarded``."""
+
+    def with_moved(fn, *args, **kw):
+        if read.moved_err is not None:
+            return False, f"{read.moved_err} on this check's input: the loss is not finite"
+        return guarded(fn, *args, **kw)
+
+    return with_moved
+
+
+def _coverage_rows(guarded, loss_fn, probes, gen, s: _Settings) -> tuple:
+    """(last_unscored, all_scored), read on the full rows; both the same row when skipped or failed
+    by a non-finite loss."""
+    ids, full = probes["ids"], probes["full"]
+    coverage = guarded(
+        lambda: check_coverage(
+            moves_value(loss_fn, ids, full, s.V, gen),
+            gradient_reading(loss_fn, ids, full, s.V, s.smoothing)[0],
+            expected_scored(ids, full, s.unscored),
+        )
+    )
+    return coverage if isinstance(coverage[0], tuple) else (coverage, coverage)
+
+
+def _model_rows(results, raw, loss_fn, probes, draw, module, s: _Settings):
     """Add the rows that call forward (in eval mode already) to ``results``; returns the first
-    loss (None when that row did not run)."""
+    loss (None when that row did not run). Every row is skipped when the logits are not finite."""
     full, (left, left_mask) = probes["full"], probes["left"]
     L = full.shape[1]
     results["finite_logits"] = check_finite_logits(
@@ -256,21 +350,12 @@ def _model_rows(results, raw, loss_fn, V, probes, draw, switched, settings):
         except NotFiniteLogits as err:
             return False, f"{err} on this check's input (see finite_logits)"
 
-    on = settings["left_padding"]
-    results["future"] = model_row(check_future, call, draw(2, L), full, draw, switched)
+    on = s.left_padding
+    results["future"] = model_row(check_future, call, draw(2, L), full, draw, module is not None)
     results["padding_unread"] = model_row(check_padding_unread, call, left, left_mask, draw, on)
     results["left_padding"] = model_row(check_left_padding, call, left, left_mask, on)
     first = model_row(
-        _guard(results),
-        check_first_loss,
-        call,
-        loss_fn,
-        draw(2, L),
-        full,
-        V,
-        settings["tol"],
-        settings["pretrained"],
-        settings["ratio"],
+        _guard(results), check_first_loss, call, loss_fn, draw(2, L), full, s.V, s.tol, s.pretrained, s.ratio
     )
     results["first_loss"] = first[:2]
     return first[2] if len(first) == 3 else None
