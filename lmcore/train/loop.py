@@ -6,6 +6,10 @@ and writes the history (JSON) and the checkpoints. On CUDA the same code uses bf
 and fused AdamW (and ``torch.compile`` if asked); under ``torchrun`` it trains data-parallel
 (:mod:`lmcore.train.distributed`).
 
+:func:`train` reads as the page of a run, each step a function below it: set-up, resume, the
+step loop (learning rate, update, evaluation and saving, callback), teardown; the steps share one
+private ``_Run`` (the model, optimiser, counters, history and best).
+
 Host-device synchronisations per step, all marked ``# sync`` below: one, the logged loss and
 gradient norm read together; plus those inside ``causal_lm_loss``'s input checks.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter as _now
 
@@ -60,171 +65,293 @@ def train(
     check_run_inputs(cfg, corpus, model, out_dir)
     old_precision = torch.get_float32_matmul_precision()
     threads = contextlib.ExitStack()
-    ctx = DistContext()
-    bar, clean, ddp, fwd = None, False, None, None
+    ctx, run, clean = DistContext(), None, False
     try:
         ctx = setup(pick_device(cfg.device))
-        device = ctx.device
-        autocast = autocast_for(device, cfg.dtype)
-        threads.enter_context(cpu_threads(cfg.num_threads))  # restored in finally
-        if device.type == "cuda":
-            torch.set_float32_matmul_precision("high")  # TF32 matmuls
-        torch.manual_seed(cfg.seed)  # same init on every rank
-        model = (model if model is not None else GPT(model_config(cfg, corpus.vocab_size))).to(device)
-        opt = configure_optimizer(
-            model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas, device_type=device.type
-        )
-        gen = torch.Generator().manual_seed(cfg.seed + 1 + 7919 * ctx.rank)  # own batches per rank
-        if ctx.rank:
-            torch.manual_seed(cfg.seed + 7919 * ctx.rank)  # own dropout per rank
-        step, tokens, history = 0, 0, []
-        best_step, best_val = None, None
+        run = _set_up(cfg, corpus, model, ctx, threads, out_dir, on_eval)
         if resume is not None:
-            ck = restore_training_state(resume, ctx, model=model, opt=opt, gen=gen)
-            step, tokens = ck["step"], ck["tokens"]
-            history = list(ck["history"]) if ctx.is_main else []  # rank 0 keeps the history
-            best_step, best_val = ck.get("best_step"), ck.get("best_val_loss")
-        ddp = wrap_model(model, ctx)
-        fwd = torch.compile(ddp) if cfg.compile else ddp
-        evaluator = model  # uncompiled, no DDP hooks: rank 0 evaluates alone, any batch shape
-        result = TrainResult(model, history, corpus=corpus, config=cfg)
-        ev = dict(
+            _resume(run, resume)
+        _start(run)
+        try:
+            _step_loop(run, callback)
+        except KeyboardInterrupt:
+            _interrupted(run)
+        _finish(run)
+        clean = run.result.status != "interrupted"  # an interrupted rank may not meet the others
+    finally:
+        _teardown(run, ctx, threads, old_precision, clean)
+    run.model.eval()
+    return run.result
+
+
+@dataclass
+class _Run:
+    """What the steps of one run share: set up once, then advanced by the step loop."""
+
+    cfg: TrainConfig
+    corpus: object
+    ctx: DistContext
+    model: GPT
+    opt: torch.optim.Optimizer
+    gen: torch.Generator  # draws the training batches
+    autocast: object
+    out_dir: Path | None
+    on_eval: object
+    step: int = 0
+    tokens: int = 0
+    history: list = field(default_factory=list)
+    best_step: int | None = None
+    best_val: float | None = None
+    ddp: object = None  # the model as the step calls it: DDP-wrapped under torchrun
+    fwd: object = None  # ddp, compiled if cfg.compile
+    result: TrainResult | None = None
+    bar: object = None
+    # the window since the last evaluation: its summed NLL, target count, start time, tokens
+    win_nll: float = 0.0
+    win_n: int = 0
+    win_t0: float = 0.0
+    win_tokens: int = 0
+
+    def evaluate(self, split: str) -> float:
+        """The mean NLL of ``split``'s first evaluation batches, as every record measures it."""
+        cfg = self.cfg
+        return evaluate(
+            self.model,  # uncompiled, no DDP hooks: rank 0 evaluates alone, any batch shape
+            self.corpus,
+            split,
             batch_size=cfg.batch_size,
             block_size=cfg.block_size,
             max_batches=cfg.eval_batches,
-            device=device,
-            autocast=autocast,
-        )
+            device=self.ctx.device,
+            autocast=self.autocast,
+        ).mean_nll
 
-        def save():
-            if out_dir is None:
-                return
-            save_training_state(
-                out_dir / "checkpoint.pt",
-                ctx,
-                model=model,
-                opt=opt,
-                gen=gen,
-                step=step,
-                tokens=tokens,
-                history=history,
-                cfg=cfg,
-                tokenizer=corpus.tokenizer,
-                best_step=best_step,
-                best_val_loss=best_val,
-            )
-            if ctx.is_main and cfg.keep_best and best_step == step and step > 0:
-                copy_checkpoint(out_dir / "checkpoint.pt", out_dir / "best.pt")
 
-        def record(train_loss, lr, tok_s):
-            nonlocal best_step, best_val
-            if not ctx.is_main:
-                return
-            rec = {
-                "step": step,
-                "tokens": tokens,
-                "train_loss": train_loss,
-                "val_loss": evaluate(evaluator, corpus, "val", **ev).mean_nll,
-                "lr": lr,
-                "tokens_per_s": tok_s,
-            }
-            history.append(rec)
-            if step > 0 and (best_val is None or rec["val_loss"] < best_val):
-                best_step, best_val = step, rec["val_loss"]
-            if on_eval is not None:
-                on_eval(rec)
+def _set_up(cfg, corpus, model, ctx, threads, out_dir, on_eval) -> _Run:
+    """Device settings, the seeded model, the optimiser and each rank's batch generator.
 
-        if cfg.progress and ctx.is_main:
-            try:
-                from tqdm.auto import tqdm
+    Threads go on ``threads`` (closed by the teardown); TF32 matmuls on CUDA. Every rank
+    builds the same initial model from ``cfg.seed``, then draws its own batches and (past rank
+    0) its own dropout.
+    """
+    device = ctx.device
+    autocast = autocast_for(device, cfg.dtype)
+    threads.enter_context(cpu_threads(cfg.num_threads))  # restored in finally
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls
+    torch.manual_seed(cfg.seed)  # same init on every rank
+    model = (model if model is not None else GPT(model_config(cfg, corpus.vocab_size))).to(device)
+    opt = configure_optimizer(
+        model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas, device_type=device.type
+    )
+    gen = torch.Generator().manual_seed(cfg.seed + 1 + 7919 * ctx.rank)  # own batches per rank
+    if ctx.rank:
+        torch.manual_seed(cfg.seed + 7919 * ctx.rank)  # own dropout per rank
+    return _Run(cfg, corpus, ctx, model, opt, gen, autocast, out_dir, on_eval)
 
-                bar = tqdm(total=cfg.max_steps, initial=step, desc="train", leave=False)
-            except ImportError:
-                pass
-        model.train()
+
+def _resume(run: _Run, path) -> None:
+    """Continue from the checkpoint at ``path``: weights, optimiser, generators, counters, best."""
+    ck = restore_training_state(path, run.ctx, model=run.model, opt=run.opt, gen=run.gen)
+    run.step, run.tokens = ck["step"], ck["tokens"]
+    run.history = list(ck["history"]) if run.ctx.is_main else []  # rank 0 keeps the history
+    run.best_step, run.best_val = ck.get("best_step"), ck.get("best_val_loss")
+
+
+def _start(run: _Run) -> None:
+    """Wrap the model for the step (DDP, compile), make the result and the progress bar."""
+    cfg = run.cfg
+    run.ddp = wrap_model(run.model, run.ctx)
+    run.fwd = torch.compile(run.ddp) if cfg.compile else run.ddp
+    run.result = TrainResult(run.model, run.history, corpus=run.corpus, config=cfg)
+    if cfg.progress and run.ctx.is_main:
         try:
-            if not history:
-                record(evaluate(evaluator, corpus, "train", **ev).mean_nll if ctx.is_main else 0.0, 0.0, 0.0)
-            run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
-            while step < cfg.max_steps:
-                lr = lr_at(
-                    step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps
-                )
-                for g in opt.param_groups:
-                    g["lr"] = lr
-                micro = [
-                    corpus.batch("train", cfg.batch_size, cfg.block_size, generator=gen)
-                    for _ in range(cfg.grad_accum)
-                ]  # on the host; moved in _backward
-                try:
-                    nll_t, count_t = backward_micro_batches(fwd, micro, autocast, ctx, device)
-                    # max_norm is validated finite and > 0, so a finite norm means finite clipped grads
-                    norm_t = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                    stats = torch.stack(
-                        [all_reduce_sum(nll_t, ctx), count_t, norm_t.to(nll_t.dtype)]
-                    ).tolist()  # sync: the one per step
-                    nll, n, norm = stats[0], int(stats[1]), stats[2]
-                    if not (math.isfinite(nll) and math.isfinite(norm) and math.isfinite(lr)):
-                        raise NonFiniteLossError("the loss or gradient is NaN/inf")
-                except NonFiniteLossError:
-                    result.status = "nan"
-                    result.message = (
-                        f"stopped at step {step + 1}: the loss or gradient is NaN/inf "
-                        f"(lr {lr:.2e}). The update was not applied; the last good "
-                        "checkpoint (if any) is kept. Try a lower lr or grad_clip."
-                    )
-                    if ctx.is_main:
-                        print(result.message)
-                    break
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                step += 1
-                step_tokens = sum(b["input_ids"].numel() for b in micro) * ctx.world_size
-                tokens += step_tokens
-                t_tokens += step_tokens
-                run_nll, run_n = run_nll + nll, run_n + n
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{nll / n:.3f}")
-                if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-                    broken = False
-                    try:
-                        record(run_nll / run_n, lr, t_tokens / (_now() - t0))
-                    except NonFiniteLossError:  # this step's update broke the weights
-                        broken = True
-                    if any_rank(broken, ctx):  # rank 0 evaluates; all ranks stop together
-                        result.status = "nan"
-                        result.message = (
-                            f"stopped after step {step}: its update (lr {lr:.2e}) "
-                            "made the model's outputs NaN/inf. This state was not "
-                            "saved; the last good checkpoint (if any) is kept. "
-                            "Try a lower lr."
-                        )
-                        if ctx.is_main:
-                            print(result.message)
-                        break
-                    save()
-                    run_nll, run_n, t0, t_tokens = 0.0, 0, _now(), 0
-                stop = callback is not None and bool(callback(step, model))
-                if callback is not None and any_rank(stop, ctx):  # sync (only with a callback, DDP)
-                    result.status = "stopped"
-                    save()
-                    break
-        except KeyboardInterrupt:
-            result.status = "interrupted"
-            result.message = f"interrupted at step {step}; returning the history so far."
-            if ctx.is_main:
-                print(result.message)
-        result.best_step, result.best_val_loss = best_step, best_val
-        if out_dir is not None and cfg.keep_best and (out_dir / "best.pt").exists():
-            result.best_path = out_dir / "best.pt"
-        clean = result.status != "interrupted"  # an interrupted rank may not meet the others
-    finally:
-        if bar is not None:
-            bar.close()
-        threads.close()
-        torch.set_float32_matmul_precision(old_precision)
-        ddp = fwd = None  # teardown frees DDP's reducer before the process group it uses
-        teardown(ctx, clean=clean)
-    model.eval()
-    return result
+            from tqdm.auto import tqdm
+
+            run.bar = tqdm(total=cfg.max_steps, initial=run.step, desc="train", leave=False)
+        except ImportError:
+            pass
+    run.model.train()
+
+
+def _step_loop(run: _Run, callback) -> None:
+    """Record step 0 (unless resumed), then optimiser steps until max_steps or a stop.
+
+    Each step: set the learning rate, update (or stop on a NaN/inf loss or gradient), evaluate
+    and save every ``eval_interval`` steps and at the last, then ask the callback.
+    """
+    cfg = run.cfg
+    if not run.history:
+        _record(run, run.evaluate("train") if run.ctx.is_main else 0.0, 0.0, 0.0)
+    _reset_window(run)
+    while run.step < cfg.max_steps:
+        lr = _set_lr(run)
+        if not _update(run, lr):
+            break
+        at_eval = run.step % cfg.eval_interval == 0 or run.step == cfg.max_steps
+        if at_eval and not _evaluate_and_save(run, lr):
+            break
+        if _callback_stops(run, callback):
+            break
+
+
+def _set_lr(run: _Run) -> float:
+    """This step's learning rate (warmup, then cosine), set on every parameter group."""
+    cfg = run.cfg
+    lr = lr_at(run.step, lr=cfg.lr, min_lr=cfg.min_lr, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps)
+    for g in run.opt.param_groups:
+        g["lr"] = lr
+    return lr
+
+
+def _update(run: _Run, lr: float) -> bool:
+    """One optimiser step over ``grad_accum`` micro-batches; False (and status 'nan') if the
+    loss, the gradient norm or the lr is NaN/inf, in which case the update is not applied."""
+    cfg, ctx = run.cfg, run.ctx
+    micro = [
+        run.corpus.batch("train", cfg.batch_size, cfg.block_size, generator=run.gen)
+        for _ in range(cfg.grad_accum)
+    ]  # on the host; backward_micro_batches moves them
+    try:
+        nll_t, count_t = backward_micro_batches(run.fwd, micro, run.autocast, ctx, ctx.device)
+        # max_norm is validated finite and > 0, so a finite norm means finite clipped grads
+        norm_t = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+        stats = torch.stack(
+            [all_reduce_sum(nll_t, ctx), count_t, norm_t.to(nll_t.dtype)]
+        ).tolist()  # sync: the one per step
+        nll, n, norm = stats[0], int(stats[1]), stats[2]
+        if not (math.isfinite(nll) and math.isfinite(norm) and math.isfinite(lr)):
+            raise NonFiniteLossError("the loss or gradient is NaN/inf")
+    except NonFiniteLossError:
+        _stop_nan(
+            run,
+            f"stopped at step {run.step + 1}: the loss or gradient is NaN/inf "
+            f"(lr {lr:.2e}). The update was not applied; the last good "
+            "checkpoint (if any) is kept. Try a lower lr or grad_clip.",
+        )
+        return False
+    run.opt.step()
+    run.opt.zero_grad(set_to_none=True)
+    run.step += 1
+    step_tokens = sum(b["input_ids"].numel() for b in micro) * ctx.world_size
+    run.tokens += step_tokens
+    run.win_tokens += step_tokens
+    run.win_nll, run.win_n = run.win_nll + nll, run.win_n + n
+    if run.bar is not None:
+        run.bar.update(1)
+        run.bar.set_postfix(loss=f"{nll / n:.3f}")
+    return True
+
+
+def _evaluate_and_save(run: _Run, lr: float) -> bool:
+    """Record the window's train loss and the val loss, save, and start a new window; False
+    (and status 'nan', nothing saved) if this step's update made the model's outputs NaN/inf."""
+    broken = False
+    try:
+        _record(run, run.win_nll / run.win_n, lr, run.win_tokens / (_now() - run.win_t0))
+    except NonFiniteLossError:  # this step's update broke the weights
+        broken = True
+    if any_rank(broken, run.ctx):  # rank 0 evaluates; all ranks stop together
+        _stop_nan(
+            run,
+            f"stopped after step {run.step}: its update (lr {lr:.2e}) "
+            "made the model's outputs NaN/inf. This state was not "
+            "saved; the last good checkpoint (if any) is kept. "
+            "Try a lower lr.",
+        )
+        return False
+    _save(run)
+    _reset_window(run)
+    return True
+
+
+def _callback_stops(run: _Run, callback) -> bool:
+    """Call ``callback(step, model)``; True (status 'stopped', saved) if it asks to stop on any rank."""
+    stop = callback is not None and bool(callback(run.step, run.model))
+    if callback is not None and any_rank(stop, run.ctx):  # sync (only with a callback, DDP)
+        run.result.status = "stopped"
+        _save(run)
+        return True
+    return False
+
+
+def _reset_window(run: _Run) -> None:
+    """Start a new window of steps for the next record's train loss and tokens per second."""
+    run.win_nll, run.win_n, run.win_t0, run.win_tokens = 0.0, 0, _now(), 0
+
+
+def _record(run: _Run, train_loss: float, lr: float, tok_s: float) -> None:
+    """On rank 0: append a history record (with this step's val loss), track the best after
+    step 0, and show the record to ``on_eval``."""
+    if not run.ctx.is_main:
+        return
+    rec = {
+        "step": run.step,
+        "tokens": run.tokens,
+        "train_loss": train_loss,
+        "val_loss": run.evaluate("val"),
+        "lr": lr,
+        "tokens_per_s": tok_s,
+    }
+    run.history.append(rec)
+    if run.step > 0 and (run.best_val is None or rec["val_loss"] < run.best_val):
+        run.best_step, run.best_val = run.step, rec["val_loss"]
+    if run.on_eval is not None:
+        run.on_eval(rec)
+
+
+def _save(run: _Run) -> None:
+    """With an out_dir: write ``checkpoint.pt``, and copy it to ``best.pt`` at a new best."""
+    if run.out_dir is None:
+        return
+    save_training_state(
+        run.out_dir / "checkpoint.pt",
+        run.ctx,
+        model=run.model,
+        opt=run.opt,
+        gen=run.gen,
+        step=run.step,
+        tokens=run.tokens,
+        history=run.history,
+        cfg=run.cfg,
+        tokenizer=run.corpus.tokenizer,
+        best_step=run.best_step,
+        best_val_loss=run.best_val,
+    )
+    if run.ctx.is_main and run.cfg.keep_best and run.best_step == run.step and run.step > 0:
+        copy_checkpoint(run.out_dir / "checkpoint.pt", run.out_dir / "best.pt")
+
+
+def _stop_nan(run: _Run, message: str) -> None:
+    """End the run with status 'nan' and ``message`` (printed on rank 0)."""
+    run.result.status = "nan"
+    run.result.message = message
+    if run.ctx.is_main:
+        print(message)
+
+
+def _interrupted(run: _Run) -> None:
+    """Ctrl-C: status 'interrupted'; the history so far is the result."""
+    run.result.status = "interrupted"
+    run.result.message = f"interrupted at step {run.step}; returning the history so far."
+    if run.ctx.is_main:
+        print(run.result.message)
+
+
+def _finish(run: _Run) -> None:
+    """Put the best evaluation (and ``best.pt``, if written) on the result."""
+    result, out_dir = run.result, run.out_dir
+    result.best_step, result.best_val_loss = run.best_step, run.best_val
+    if out_dir is not None and run.cfg.keep_best and (out_dir / "best.pt").exists():
+        result.best_path = out_dir / "best.pt"
+
+
+def _teardown(run: _Run | None, ctx: DistContext, threads, old_precision: str, clean: bool) -> None:
+    """On every exit: close the bar, restore threads and matmul precision, leave the process group."""
+    if run is not None and run.bar is not None:
+        run.bar.close()
+    threads.close()
+    torch.set_float32_matmul_precision(old_precision)
+    if run is not None:
+        run.ddp = run.fwd = None  # teardown frees DDP's reducer before the process group it uses
+    teardown(ctx, clean=clean)
