@@ -123,7 +123,7 @@ def try_plot(history, ln_v, entropy, title, path: Path) -> bool:
     try:
         import matplotlib.pyplot  # noqa: F401  (training_views imports it only when it plots)
 
-        from lmcore.course.training_views import plot_loss_curves
+        from lmcore.course.training.views import plot_loss_curves
     except ImportError:
         return False
     plot_loss_curves(history, ln_v, entropy, title=title).savefig(path, dpi=120)

@@ -88,34 +88,87 @@ def test_the_concepts_at_the_top_stand_on_their_own(name):
     assert not bad, f"{name} imports {sorted(bad)}"
 
 
-def _topic(name: str) -> str:
-    return name.rpartition(".")[2].split("_")[0]
-
-
-KIT = {"toys", "widgets", "checks", "verdict", "style", "autograding"}
-TOPICS = sorted(
-    m for m in MODULES if m.startswith("lmcore.course.") and m.count(".") == 2 and _topic(m) not in KIT
+COURSE = ROOT / "course"
+# the kit every notebook may use; everything else in lmcore/course/ is one package per topic
+KIT = {"autograding", "checks", "colab", "progress", "solutions", "style", "toys", "verdict", "widgets"}
+TOPIC_NAMES = sorted(
+    p.name for p in COURSE.iterdir() if (p / "__init__.py").is_file() and p.name not in KIT | {"build"}
 )
+TOPICS = sorted(
+    m for m in MODULES if m.split(".")[2:3] and m.split(".")[2] in TOPIC_NAMES and m.count(".") == 3
+)
+NOTEBOOKS = sorted((ROOT.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _topic(name: str) -> str | None:
+    """``lmcore.course.<topic>...`` -> topic; None for the kit, build and what is outside the course."""
+    parts = name.split(".")
+    return (
+        parts[2] if len(parts) > 2 and parts[:2] == ["lmcore", "course"] and parts[2] in TOPIC_NAMES else None
+    )
+
+
+def test_the_course_folder_holds_the_kit_and_one_package_per_topic():
+    loose = sorted(p.name for p in COURSE.iterdir() if p.suffix == ".py" and p.stem not in KIT | {"__init__"})
+    assert not loose, f"files directly in lmcore/course/ that are neither kit nor __init__: {loose}"
+    folders = {p.name for p in COURSE.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders == set(TOPIC_NAMES) | {"build", "checks"}, (
+        f"folders that are not topic packages: {folders}"
+    )
+    assert len(TOPIC_NAMES) == len(NOTEBOOKS) == 11 and {"padding", "debugging", "floor"} <= set(TOPIC_NAMES)
+    for topic in TOPIC_NAMES:  # an __init__ that says what is inside and exports its parts
+        init = MODULES[f"lmcore.course.{topic}"].read_text()
+        parts = {m.rpartition(".")[2] for m in TOPICS if _topic(m) == topic}
+        assert ast.get_docstring(ast.parse(init)) and all(f"``{p}``" in init for p in parts), topic
 
 
 @pytest.mark.parametrize("name", TOPICS)
 def test_topic_modules_import_the_kit_never_another_topic(name):
-    """``<topic>.py``, ``<topic>_views.py`` (and ``<topic>_<part>.py``) may use each other and the
-    shared kit; a helper two topics need belongs in the kit."""
-    other = {
-        i
-        for i in GRAPH[name]
-        if i.startswith("lmcore.course.")
-        and i.count(".") == 2
-        and _topic(i) not in KIT  # the kit: checks, checks_guard, checks_report, ...
-        and _topic(i) != _topic(name)
-    }
+    """A topic's modules may use each other, the kit and the core; a helper two topics need belongs
+    in the kit (or in the core)."""
+    other = {i for i in GRAPH[name] if _topic(i) not in (None, _topic(name))}
     assert not other, f"{name} imports other topics' modules {sorted(other)}"
 
 
-@pytest.mark.parametrize("name", [m for m in TOPICS if not m.endswith("_views")])
+def _notebook_course_imports(path: Path) -> set[str]:
+    import nbformat
+
+    out = set()
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code" or "lmcore.course" not in cell.source:
+            continue
+        tree = ast.parse(
+            "\n".join(line for line in cell.source.splitlines() if not line.startswith(("%", "!")))
+        )
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lmcore.course"):
+                out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name.startswith("lmcore.course")}
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_a_notebook_imports_its_topic_package_and_the_kit_only(path):
+    used = _notebook_course_imports(path)
+    topics = {_topic(m) for m in used} - {None}
+    assert len(topics) == 1, (
+        f"{path.name} imports the topics {sorted(topics)}: one topic package per notebook"
+    )
+    allowed = {f"lmcore.course.{k}" for k in KIT}
+    strays = {
+        m
+        for m in used
+        if _topic(m) is None
+        and m != "lmcore.course"
+        and not any(m == a or m.startswith(a + ".") for a in allowed)
+    }
+    assert not strays, f"{path.name} imports course modules outside its topic and the kit: {sorted(strays)}"
+
+
+@pytest.mark.parametrize("name", [m for m in TOPICS if not m.endswith("views")])
 def test_topic_computation_modules_do_not_import_plotting_at_the_top(name):
     tree = ast.parse(MODULES[name].read_text())
     top = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     top |= {(n.module or "").split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom)}
-    assert not top & {"matplotlib", "ipywidgets"}, f"{name}: plots and widgets go in a _views module"
+    assert not top & {"matplotlib", "ipywidgets"}, f"{name}: plots and widgets go in a views module"

@@ -23,7 +23,7 @@ def _instructor(folder: Path) -> Path:
         )
         cells.append(
             nbformat.v4.new_code_cell(
-                f"from lmcore.course.start import check_surprise\n\ncheck_surprise({name})"
+                f"from lmcore.course.start.lesson import check_surprise\n\ncheck_surprise({name})"
             )
         )
     nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / "00_test.ipynb")
@@ -151,7 +151,9 @@ def test_an_exercise_the_course_added_later_is_named_so(course, tmp_path):
         nbformat.v4.new_code_cell(
             "def extra(p):\n    ### BEGIN SOLUTION\n    return -math.log(p)\n    ### END SOLUTION"
         ),
-        nbformat.v4.new_code_cell("from lmcore.course.start import check_surprise\n\ncheck_surprise(extra)"),
+        nbformat.v4.new_code_cell(
+            "from lmcore.course.start.lesson import check_surprise\n\ncheck_surprise(extra)"
+        ),
     ]
     nbformat.write(nb, newer / "00_test.ipynb")
     rows = workspace_progress(root / "workspace", newer, jobs=1)

@@ -157,8 +157,8 @@ def test_cli_writes_history_and_checkpoint_and_the_course_plots_them(tmp_path, c
     summary = json.loads((out / "history.json").read_text())
     assert summary["status"] == "finished" and summary["history"][-1]["step"] == 10
     assert summary["vocab_size"] == 19 and not (out / "loss.png").exists()  # the core never plots
-    assert f"python -m lmcore.course.training_views {out}" in capsys.readouterr().out
-    from lmcore.course.training_views import main as plot_main
+    assert f"python -m lmcore.course.training.views {out}" in capsys.readouterr().out
+    from lmcore.course.training.views import main as plot_main
 
     assert plot_main([str(out)]) == 0 and (out / "loss.png").stat().st_size > 1000
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 10

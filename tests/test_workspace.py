@@ -29,7 +29,7 @@ def _course(folder: Path, title="", n=2) -> Path:
                 f"import math\n\n\ndef f{k}(p):\n    ### BEGIN SOLUTION\n    return -math.log(p)\n    ### END SOLUTION"
             ),
             nbformat.v4.new_code_cell(
-                f"from lmcore.course.start import check_surprise\n\ncheck_surprise(f{k})"
+                f"from lmcore.course.start.lesson import check_surprise\n\ncheck_surprise(f{k})"
             ),
         ]
         nbformat.write(nb, folder / f"{k:02d}_n.ipynb")

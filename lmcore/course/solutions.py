@@ -59,7 +59,7 @@ def find_exercise(name: str) -> dict:
 def hints_of(check_name: str) -> list[str]:
     """The ``hint=`` texts (strings, or (nudge, full) pairs) inside ``def check_name`` in the course's modules."""
     found = []
-    for path in sorted(_COURSE.glob("*.py")):
+    for path in sorted(_COURSE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         if f"def {check_name}(" not in text:
             continue

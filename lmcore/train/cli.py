@@ -2,7 +2,7 @@
 
 ``python -m lmcore.train --preset cpu --corpus python-docs --out runs/NAME`` prints progress
 and writes ``history.json``, ``checkpoint.pt`` and ``best.pt`` to ``--out``; the loss plot is
-drawn on the course side: ``python -m lmcore.course.training_views runs/NAME`` (matplotlib).
+drawn on the course side: ``python -m lmcore.course.training.views runs/NAME`` (matplotlib).
 Under ``torchrun --nproc_per_node=K -m lmcore.train ...`` it trains data-parallel on K
 processes; only rank 0 prints and writes.
 """
@@ -94,6 +94,6 @@ def main(argv=None):
     print(
         f"{res.status} in {wall:.1f} s: val loss {last:.4f} nats{best} vs unigram entropy "
         f"{corpus.unigram_entropy:.4f}; wrote {out}/history.json and checkpoint.pt (plot: "
-        f"python -m lmcore.course.training_views {out})"
+        f"python -m lmcore.course.training.views {out})"
     )
     return 0 if res.status in ("finished", "stopped") else 1

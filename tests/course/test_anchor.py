@@ -10,9 +10,9 @@ import torch.nn.functional as F
 
 matplotlib.use("Agg")
 
-from lmcore.course import anchor as an  # noqa: E402
-from lmcore.course import anchor_step0 as s0  # noqa: E402
-from lmcore.course import anchor_views as anv  # noqa: E402
+from lmcore.course.anchor import lesson as an  # noqa: E402
+from lmcore.course.anchor import step0 as s0  # noqa: E402
+from lmcore.course.anchor import views as anv  # noqa: E402
 
 
 def test_anchor_table_reproduces_the_well_known_anchors():
@@ -161,8 +161,8 @@ def test_check_predict_from_logits_accepts_and_rejects(capsys):
         assert not an.check_predict_from_logits(reference)
     out = capsys.readouterr().out
     assert (
-        "called lmcore.course.anchor.predict_from_logits" in out
-        and "called lmcore.course.anchor.logit_sigma" in out
+        "called lmcore.course.anchor.lesson.predict_from_logits" in out
+        and "called lmcore.course.anchor.lesson.logit_sigma" in out
     )
 
 
@@ -260,5 +260,5 @@ def test_check_predict_with_repeats(capsys):
     for w in wrongs:
         assert not s0.check_predict_with_repeats(w)
     out = capsys.readouterr().out
-    assert "called lmcore.course.anchor_step0.predict_with_repeats" in out and "not attempted yet" in out
-    assert "called lmcore.course.anchor.predict_from_logits" in out
+    assert "called lmcore.course.anchor.step0.predict_with_repeats" in out and "not attempted yet" in out
+    assert "called lmcore.course.anchor.lesson.predict_from_logits" in out

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcore.course import attention as A
+from lmcore.course.sequence import attention as A
 
 
 def test_causal_mask_is_the_lower_triangle():

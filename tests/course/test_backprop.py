@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcore.course import backprop as B
+from lmcore.course.gradients import backprop as B
 
 
 def _loss(H, W, y):

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from lmcore import IGNORE_INDEX, causal_lm_loss
-from lmcore.course import packing as K
-from lmcore.course import packing_chat as C
+from lmcore.course.packing import chat as C
+from lmcore.course.packing import lesson as K
 
 
 def naive_chat_labels(ids):
@@ -147,4 +147,4 @@ def test_chat_checkers_refuse_the_reference_call(capsys):
     assert not C.check_chat_labels(lambda x: C.chat_labels(x))
     assert not C.check_chat_labels(lambda x: C.multi_turn_labels(x))  # right on one turn, still refused
     assert not C.check_multi_turn_labels(lambda x: C.multi_turn_labels(x))
-    assert capsys.readouterr().out.count("your function called lmcore.course.packing_chat.") == 3
+    assert capsys.readouterr().out.count("your function called lmcore.course.packing.chat.") == 3

@@ -7,13 +7,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcore.course import debugging as d
-from lmcore.course import debugging_data as dd
-from lmcore.course import debugging_exercises as ex
-from lmcore.course import debugging_losses as dl
-from lmcore.course import debugging_measure as dm
-from lmcore.course import debugging_pipelines as dp
-from lmcore.course import debugging_views as views
+from lmcore.course.debugging import data as dd
+from lmcore.course.debugging import exercises as ex
+from lmcore.course.debugging import lesson as d
+from lmcore.course.debugging import losses as dl
+from lmcore.course.debugging import measure as dm
+from lmcore.course.debugging import pipelines as dp
+from lmcore.course.debugging import views as views
 from lmcore.course.toys import forward_with_mask
 from lmcore.diagnose import CHECK_NAMES, run_checks
 from lmcore.model import GPT, GPTConfig

@@ -16,10 +16,10 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore.course import floor as FL  # noqa: E402
-from lmcore.course import floor_run as FR  # noqa: E402
-from lmcore.course import floor_tokens as FT  # noqa: E402
-from lmcore.course import floor_views as FV  # noqa: E402
+from lmcore.course.floor import lesson as FL  # noqa: E402
+from lmcore.course.floor import run as FR  # noqa: E402
+from lmcore.course.floor import tokens as FT  # noqa: E402
+from lmcore.course.floor import views as FV  # noqa: E402
 from lmcore.data import ChatTokenizer, chat_arithmetic_entropy, load_corpus  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 

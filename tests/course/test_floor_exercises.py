@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from lmcore.course import floor as FL
-from lmcore.course import floor_exercises as FX
+from lmcore.course.floor import exercises as FX
+from lmcore.course.floor import lesson as FL
 from lmcore.data import ChatTokenizer, chat_arithmetic_entropy
 
 TOK = ChatTokenizer()

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcore.course import floor as FL
-from lmcore.course import floor_sums as S
-from lmcore.course import floor_tokens as FT
+from lmcore.course.floor import lesson as FL
+from lmcore.course.floor import sums as S
+from lmcore.course.floor import tokens as FT
 from lmcore.data import ChatTokenizer, chat_arithmetic
 from lmcore.model import GPT, GPTConfig
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore.course import gradients as G  # noqa: E402
-from lmcore.course import gradients_views as GV  # noqa: E402
+from lmcore.course.gradients import lesson as G  # noqa: E402
+from lmcore.course.gradients import views as GV  # noqa: E402
 
 
 def _autograd_grad(z, y):
@@ -195,7 +195,7 @@ def test_finite_difference_checker_flags_in_place_nudging(capsys):
 
 def test_finite_difference_checker_rejects_the_course_function(capsys):
     assert not G.check_finite_difference(lambda f, z: G.numerical_grad(f, z))
-    assert "your function called lmcore.course.gradients.numerical_grad" in capsys.readouterr().out
+    assert "your function called lmcore.course.gradients.lesson.numerical_grad" in capsys.readouterr().out
 
 
 def test_finite_difference_failure_says_by_how_much(capsys):

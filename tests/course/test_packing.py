@@ -9,9 +9,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmcore import IGNORE_INDEX, document_causal_mask, mask_cross_document_targets, pack_documents  # noqa: E402
-from lmcore.course import packing as K  # noqa: E402
-from lmcore.course import packing_leak as KL  # noqa: E402
-from lmcore.course import packing_views as KV  # noqa: E402
+from lmcore.course.packing import leak as KL  # noqa: E402
+from lmcore.course.packing import lesson as K  # noqa: E402
+from lmcore.course.packing import views as KV  # noqa: E402
 
 
 def test_pack_with_bos_scores_bos_to_first_word_and_drops_eos_to_bos():

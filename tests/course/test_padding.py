@@ -19,11 +19,11 @@ from lmcore import (  # noqa: E402
     labels_from_attention_mask,
     num_valid_targets,
 )
-from lmcore.course import padding as P  # noqa: E402
-from lmcore.course import padding_accumulation as PA  # noqa: E402
-from lmcore.course import padding_exercises as PX  # noqa: E402
-from lmcore.course import padding_perplexity as PP  # noqa: E402
-from lmcore.course import padding_views as PV  # noqa: E402
+from lmcore.course.padding import accumulation as PA  # noqa: E402
+from lmcore.course.padding import exercises as PX  # noqa: E402
+from lmcore.course.padding import lesson as P  # noqa: E402
+from lmcore.course.padding import perplexity as PP  # noqa: E402
+from lmcore.course.padding import views as PV  # noqa: E402
 from lmcore.course.toys import forward_with_mask  # noqa: E402
 
 
@@ -243,7 +243,7 @@ def test_check_eos_padded_labels(capsys):
         assert not PX.check_eos_padded_labels(fn), fn
     out = _said(capsys)
     assert "called lmcore.shift.labels_from_attention_mask" in out
-    assert "called lmcore.course.padding_exercises.eos_padded_labels" in out
+    assert "called lmcore.course.padding.exercises.eos_padded_labels" in out
     assert "without any EOS" in out and "tensor(" not in out
 
 
@@ -317,7 +317,7 @@ def test_check_sliding_window_perplexity(capsys):
         assert not PX.check_sliding_window_perplexity(fn)
     out = _said(capsys)
     assert "called lmcore.perplexity.PerplexityMeter.update" in out
-    assert "called lmcore.course.padding_perplexity.sliding_window_perplexity" in out
+    assert "called lmcore.course.padding.perplexity.sliding_window_perplexity" in out
     assert "longer than the context" in out
 
 

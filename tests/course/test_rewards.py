@@ -17,11 +17,11 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore.course import rewards as R  # noqa: E402
-from lmcore.course import rewards_compute as RC  # noqa: E402
-from lmcore.course import rewards_data as RD  # noqa: E402
-from lmcore.course import rewards_views as RV  # noqa: E402
 from lmcore.course import toys  # noqa: E402
+from lmcore.course.rewards import compute as RC  # noqa: E402
+from lmcore.course.rewards import data as RD  # noqa: E402
+from lmcore.course.rewards import lesson as R  # noqa: E402
+from lmcore.course.rewards import views as RV  # noqa: E402
 from lmcore.model import GPTConfig  # noqa: E402
 
 # ---------------------------------------------------------------- worlds

@@ -12,12 +12,12 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore.course import rewards as R  # noqa: E402
-from lmcore.course import rewards_data as RD  # noqa: E402
-from lmcore.course import rewards_duplicates as RDup  # noqa: E402
-from lmcore.course import rewards_exercises as RX  # noqa: E402
-from lmcore.course import rewards_guard as RG  # noqa: E402
-from lmcore.course import rewards_views as RV  # noqa: E402
+from lmcore.course.rewards import data as RD  # noqa: E402
+from lmcore.course.rewards import duplicates as RDup  # noqa: E402
+from lmcore.course.rewards import exercises as RX  # noqa: E402
+from lmcore.course.rewards import guard as RG  # noqa: E402
+from lmcore.course.rewards import lesson as R  # noqa: E402
+from lmcore.course.rewards import views as RV  # noqa: E402
 from lmcore.shift import IGNORE_INDEX, pack_documents  # noqa: E402
 
 

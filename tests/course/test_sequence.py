@@ -10,8 +10,8 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 
 from lmcore import causal_lm_loss, shift_for_next_token  # noqa: E402
-from lmcore.course import sequence as sq  # noqa: E402
-from lmcore.course import sequence_views as sqv  # noqa: E402
+from lmcore.course.sequence import lesson as sq  # noqa: E402
+from lmcore.course.sequence import views as sqv  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 
 

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore.course import softmax_nll as S  # noqa: E402
-from lmcore.course import softmax_nll_views as SV  # noqa: E402
+from lmcore.course.softmax_nll import lesson as S  # noqa: E402
+from lmcore.course.softmax_nll import views as SV  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from lmcore.course.start import check_surprise, environment_report, surprise_line
+from lmcore.course.start.lesson import check_surprise, environment_report, surprise_line
 
 
 def test_check_surprise_accepts_the_solution_and_rejects_wrong_ones(capsys):
@@ -24,7 +24,7 @@ def test_environment_report_keys():
 
 
 def test_check_surprise_rejects_the_reference_call(capsys):
-    from lmcore.course.start import surprise_reference
+    from lmcore.course.start.lesson import surprise_reference
 
     assert not check_surprise(lambda p: surprise_reference(p))
-    assert "your function called lmcore.course.start.surprise_reference" in capsys.readouterr().out
+    assert "your function called lmcore.course.start.lesson.surprise_reference" in capsys.readouterr().out

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmcore.course import exposure as E  # noqa: E402
-from lmcore.course import exposure_views as EV  # noqa: E402
-from lmcore.course import training as T  # noqa: E402
-from lmcore.course import training_views as TV  # noqa: E402
+from lmcore.course.training import exposure as E  # noqa: E402
+from lmcore.course.training import exposure_views as EV  # noqa: E402
+from lmcore.course.training import lesson as T  # noqa: E402
+from lmcore.course.training import views as TV  # noqa: E402
 from lmcore.data.tokenizers import CharTokenizer  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Notebook 08's committed reference run (lmcore/course/reference_run/): its config is the preset
+"""Notebook 08's committed reference run (lmcore/course/training/reference_run/): its config is the preset
 the notebook trains, its history and weights are what that preset produces (a slow test retrains
 the first 150 steps and compares), it loads as train() would return it, and a run resumes from it.
 The switch: asked for, or under nbgrader's autograder, only where the run fits."""
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from lmcore.course import training_reference as T
+from lmcore.course.training import reference as T
 from lmcore.data import load_corpus
 from lmcore.train import PRESETS, TrainResult, evaluate, load_checkpoint, preset, train
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lmcore.course import training_run as R
+from lmcore.course.training import run as R
 from lmcore.data import TextCorpus, load_corpus
 from lmcore.data.stdlib import PackedStreamCorpus
 from lmcore.data.tokenizers import ByteTokenizer, CharTokenizer

@@ -6,7 +6,7 @@ import pytest
 ipywidgets = pytest.importorskip("ipywidgets")
 
 from lmcore.course import widgets as kit  # noqa: E402
-from lmcore.course.start import SURPRISE_PS, surprise_widget  # noqa: E402
+from lmcore.course.start.lesson import SURPRISE_PS, surprise_widget  # noqa: E402
 
 VIEW = "application/vnd.jupyter.widget-view+json"
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-import lmcore.course.start as start
+import lmcore.course.start.lesson as start
 from lmcore.course import autograding
 from lmcore.course.autograding import NotPassed, graded_call, when_grading
 
@@ -54,7 +54,7 @@ def test_a_monkeypatched_checker_is_put_back(fresh_registry, monkeypatch, capsys
     autograding._record_and_restore()
     monkeypatch.setattr(start, "check_surprise", lambda fn: True)
     with pytest.raises(NotPassed):
-        _run("import lmcore.course.start as s\ns.check_surprise(lambda p: 0.0)", {})
+        _run("import lmcore.course.start.lesson as s\ns.check_surprise(lambda p: 0.0)", {})
     assert start.check_surprise is genuine
 
 

@@ -80,7 +80,7 @@ def _submissions(tmp):
             nb,
             fn,
             ["    return 0.0"],
-            after="import lmcore.course.start as _s\n"
+            after="import lmcore.course.start.lesson as _s\n"
             "_s.check_surprise = lambda fn: print('✓ pass surprise') or True",
         )
 

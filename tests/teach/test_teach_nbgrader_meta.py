@@ -27,7 +27,7 @@ def _nb(*cells, points=None):
 def _course_nb(**kw):
     return _nb(
         new_markdown_cell("# intro"),
-        new_code_cell("from lmcore.course.start import check_surprise"),
+        new_code_cell("from lmcore.course.start.lesson import check_surprise"),
         new_code_cell(SOLUTION),
         new_code_cell("check_double(double)"),
         new_code_cell("print('after')"),

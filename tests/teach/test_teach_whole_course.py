@@ -2,7 +2,7 @@
 course, every exercise answered with its reference solution, graded with full marks (the time,
 at most 180 s on the 2-core CI machine, is measured by benchmarks/grade_class.py). The expected points come from the stamped notebooks, not from
 a number written here. Notebook 08 loads its committed reference run under the autograder instead
-of repeating its 1,500-step training run (lmcore.course.training_reference)."""
+of repeating its 1,500-step training run (lmcore.course.training.reference)."""
 
 import nbformat
 import pytest

@@ -15,31 +15,31 @@ __all__ = ["FIGURES", "build_figures"]
 
 
 def _label_shift(quick):
-    from ..sequence_views import plot_label_shift
+    from ..sequence.views import plot_label_shift
 
     return plot_label_shift()
 
 
 def _softmax_nll(quick):
-    from ..softmax_nll_views import plot_softmax_state
+    from ..softmax_nll.views import plot_softmax_state
 
     return plot_softmax_state()
 
 
 def _anchor(quick):
-    from ..anchor_views import plot_first_loss
+    from ..anchor.views import plot_first_loss
 
     return plot_first_loss()
 
 
 def _padding(quick):
-    from ..padding_views import plot_padding_masks
+    from ..padding.views import plot_padding_masks
 
     return plot_padding_masks()
 
 
 def _packing(quick):
-    from ..packing_views import plot_packing
+    from ..packing.views import plot_packing
 
     return plot_packing("block_diagonal")
 
@@ -47,7 +47,7 @@ def _packing(quick):
 def _training(quick):
     from ...train import train
     from ...train.presets import preset
-    from ..training_views import plot_loss_curves
+    from ..training.views import plot_loss_curves
 
     cfg = preset("smoke" if quick else "cpu", progress=False)
     result = train(cfg)
@@ -62,8 +62,8 @@ def _training(quick):
 
 def _floor(quick):
     from ...data import chat_arithmetic_entropy
-    from ..floor_run import train_floor_run
-    from ..floor_views import plot_loss_floor
+    from ..floor.run import train_floor_run
+    from ..floor.views import plot_loss_floor
 
     result = train_floor_run(max_steps=40 if quick else 300)
     return plot_loss_floor(result.history, chat_arithmetic_entropy(), ln_v=math.log(result.corpus.vocab_size))

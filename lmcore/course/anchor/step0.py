@@ -1,0 +1,167 @@
+"""Notebook 04, section 6: what the first loss (step 0, no training) can and cannot see. Broken
+pipelines that start on ln V anyway (a shift by 2, "target = previous token", an untied model
+scored on its own input, attention that sees the future), the one leak that shows (target = own
+input with tied embeddings), and an honest pipeline on text that repeats its current token,
+which starts below ln V by the law of :func:`predict_with_repeats` (Exercise 2's reference)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ...loss import causal_lm_loss
+from ...train.devices import cpu_threads
+from ..checks import Case, check
+from ..toys import forward_without_causal_mask, toy_gpt
+from .lesson import predict_from_logits
+
+__all__ = [
+    "repeating_tokens",
+    "own_token_lift",
+    "predict_with_repeats",
+    "step0_losses",
+    "repeat_first_loss",
+    "check_predict_with_repeats",
+]
+
+
+def repeating_tokens(vocab_size: int, q: float, batch: int, length: int, *, seed: int = 0) -> torch.Tensor:
+    """(batch, length) ids: each token repeats the one before it with probability ``q``, else is
+    drawn uniformly from all ``vocab_size`` (real text repeats too: letters, spaces, indents)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1]; got {q!r}.")
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(vocab_size, (batch, length), generator=g)
+    repeat = torch.rand(batch, length, generator=g) < q
+    for t in range(1, length):
+        ids[:, t] = torch.where(repeat[:, t], ids[:, t - 1], ids[:, t])
+    return ids
+
+
+def own_token_lift(logits: torch.Tensor, input_ids: torch.Tensor) -> float:
+    """Mean over positions of (the logit of the token the position reads) - (the row's mean
+    logit): what a tied embedding adds to a fresh model's own-token logit."""
+    if logits.shape[:-1] != input_ids.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and input_ids {tuple(input_ids.shape)} do not match.")
+    z = logits.detach().double()
+    own = z.gather(-1, input_ids[..., None])[..., 0]
+    return float((own - z.mean(-1)).mean())
+
+
+def predict_with_repeats(logits: torch.Tensor, input_ids: torch.Tensor, q: float) -> float:
+    """Reference of Exercise 2: the expected first loss when a fraction ``q`` of the targets is
+    the position's own input token and the rest are independent of the logits:
+    ln V + sigma^2/2 (:func:`~lmcore.course.anchor.lesson.predict_from_logits`) - q * lift
+    (:func:`own_token_lift`)."""
+    return predict_from_logits(logits) - q * own_token_lift(logits, input_ids)
+
+
+@torch.no_grad()
+def step0_losses(vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> dict:
+    """The first loss of a fresh lmcore GPT, no step taken, under seven pipelines on 16 rows of
+    32 tokens: random tokens unless said. Returns {name: loss} and "ln V"."""
+    V, L = vocab_size, 32
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(V, (16, L + 2), generator=g)  # two spare tokens for the shifted variants
+    tied = toy_gpt(V, block_size=L + 2, n_embd=n_embd, seed=seed)
+    untied = toy_gpt(V, block_size=L + 2, n_embd=n_embd, seed=seed)
+    untied.lm_head = torch.nn.Linear(n_embd, V, bias=False)
+    torch.nn.init.normal_(untied.lm_head.weight, std=0.02)
+
+    def ce(logits, targets):
+        return float(F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)))
+
+    with cpu_threads(1):
+        z = tied(x[:, :L])  # logits of positions 0..L-1
+        rep = repeating_tokens(V, 0.5, 16, L + 1, seed=seed + 1)
+        return {
+            "ln V": math.log(V),
+            "honest (target = next token)": ce(z, x[:, 1 : L + 1]),
+            "shift by 2 (target = token t+2)": ce(z, x[:, 2 : L + 2]),
+            "target = previous token": ce(z[:, 1:], x[:, : L - 1]),
+            "target = own input, untied output matrix": ce(untied(x[:, :L]), x[:, :L]),
+            "attention sees the future (no causal mask)": float(
+                causal_lm_loss(forward_without_causal_mask(tied, x[:, : L + 1]), x[:, : L + 1])
+            ),
+            "target = own input, tied (nanoGPT's leak)": ce(z, x[:, :L]),
+            "honest, on text repeating its token half the time": float(causal_lm_loss(tied(rep), rep)),
+        }
+
+
+@torch.no_grad()
+def repeat_first_loss(
+    vocab_size: int, q: float, *, n_embd: int = 32, final_gain: float | None = None, seed: int = 0
+) -> dict:
+    """An honest (shifted) first loss of a fresh tied GPT on :func:`repeating_tokens`, with the
+    measured fraction of targets equal to their position's input, the lift and the prediction."""
+    model = toy_gpt(
+        vocab_size,
+        block_size=64,
+        n_embd=n_embd,
+        n_head=max(1, n_embd // 64) if n_embd % 64 == 0 else 2,
+        seed=seed,
+    )
+    if final_gain is not None:
+        torch.nn.init.constant_(model.ln_f.weight, float(final_gain))
+    ids = repeating_tokens(vocab_size, q, 8, 64, seed=seed + 1)
+    with cpu_threads(1):
+        logits = model(ids)
+    q_seen = float((ids[:, 1:] == ids[:, :-1]).double().mean())
+    return {
+        "loss": float(causal_lm_loss(logits, ids)),
+        "ln_v": math.log(vocab_size),
+        "q_seen": q_seen,
+        "lift": own_token_lift(logits[:, :-1], ids[:, :-1]),
+        "predicted": predict_with_repeats(logits[:, :-1], ids[:, :-1], q_seen),
+    }
+
+
+def _repeat_cases() -> list[Case]:
+    g, cases = torch.Generator().manual_seed(21), []
+    for (N, L, V), s, lift, q in (
+        ((2, 6, 500), 0.1, 0.3, 0.5),
+        ((1, 9, 2000), 0.5, 1.2, 0.25),
+        ((3, 4, 1000), 1.0, 0.8, 0.0),
+        ((2, 5, 800), 0.3, 0.6, 1.0),
+    ):
+        ids = torch.randint(V, (N, L), generator=g)
+        z = s * torch.randn(N, L, V, generator=g) + 3.0 * torch.randn(N, L, 1, generator=g)
+        z = z + lift * F.one_hot(ids, V)  # each position's own token raised
+        cases.append(
+            Case(
+                (z, ids, q),
+                label=f"logits {(N, L, V)}, spread {s}, own token raised by {lift}, a constant per position, q = {q}",
+            )
+        )
+    return cases
+
+
+_NO_REFERENCE = {
+    f"lmcore.course.anchor.{m}": "that is the course's reference: write it yourself"
+    for m in (
+        "step0.predict_with_repeats",
+        "step0.own_token_lift",
+        "lesson.predict_from_logits",
+        "lesson.logit_sigma",
+        "lesson.expected_first_loss",
+    )
+}
+
+
+def check_predict_with_repeats(fn, quiet: bool = False):
+    """Grade ``fn(logits (N, L, V), input_ids (N, L), q) -> expected first loss (nats)`` when a
+    fraction q of the targets equals the position's own input token."""
+    return check(
+        "first_loss_with_repeats",
+        fn,
+        predict_with_repeats,
+        _repeat_cases(),
+        forbid=_NO_REFERENCE,
+        quiet=quiet,
+        atol=1e-6,
+        rtol=1e-6,
+        hint="the loss is logsumexp(z) - z_target; with probability q the target's logit is the "
+        "own token's, otherwise it averages to the row mean. Measure each against its row's mean.",
+    )

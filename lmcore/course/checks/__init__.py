@@ -1,0 +1,262 @@
+"""Grading machinery: call a learner's function on fixed and seeded random cases, compare with
+the reference, print one clear line, return a :class:`CheckResult` (true when it passed).
+
+A notebook's check cell looks like ``check_softmax(my_softmax)``; each exercise module builds
+its cases and calls :func:`check`. A stub that raises ``NotImplementedError`` reads as "not
+attempted yet", never as a failure, so "Run All" on the student edition reaches the end.
+
+The learner's function runs with warnings captured (a warning is named in the line, never
+written to stderr, and does not fail a right answer) and, with ``forbid=``, with calls to the
+references it must not use recorded (:mod:`lmcore.course.checks.guard`). Failure lines say what
+differs in numbers (:mod:`lmcore.course.checks.report`). The result is true or false for tests
+and for the autograder, and shows nothing as a cell's last value, so the "✓ pass" line stands
+alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .guard import captured_warnings, recorded_calls, warning_text
+from .report import _as_array, compare, ratio_of, short
+
+__all__ = [
+    "Case",
+    "CheckResult",
+    "check",
+    "compare",
+    "check_choices",
+    "random_logit_cases",
+    "PASS",
+    "FAIL",
+    "TODO",
+]
+
+PASS, FAIL, TODO = "✓ pass", "✗ fail", "… not attempted yet"
+_short = short  # the name other modules of the course used
+
+
+class CheckResult:
+    """Whether a check passed (``bool(result)``, ``result == True``) and the line it printed.
+
+    As the last value of a notebook cell it displays nothing: the printed line is the output.
+    """
+
+    __slots__ = ("passed", "line")
+
+    def __init__(self, passed: bool, line: str = ""):
+        self.passed, self.line = bool(passed), line
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, CheckResult):
+            return self.passed == other.passed
+        if isinstance(other, (bool, np.bool_)):
+            return self.passed == bool(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.passed)
+
+    def __repr__(self) -> str:
+        return f"CheckResult({self.passed})"
+
+    def _ipython_display_(self) -> None:
+        """Nothing: the check already printed its one line."""
+
+
+@dataclass
+class Case:
+    """One input: positional ``args``, optional ``kwargs`` and a short ``label`` for messages."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+
+    def describe(self) -> str:
+        if self.label:
+            return self.label
+        parts = [short(a) for a in self.args] + [f"{k}={short(v)}" for k, v in self.kwargs.items()]
+        return "(" + ", ".join(parts) + ")"
+
+
+def _copy_advice(args) -> str:
+    torchy = any(isinstance(a, torch.Tensor) for a in args)
+    return "work on a copy: x.clone()" if torchy else "work on a copy: x.copy()"
+
+
+def _ratio_note(expected, got, ratio_hints) -> str:
+    """ " Did you ...?" when the result is the expected times a constant that ``ratio_hints`` names."""
+    if not ratio_hints:
+        return ""
+    try:
+        e, g = _as_array(expected), _as_array(got)
+        c = ratio_of(e, g) if e.shape == g.shape and e.dtype.kind == g.dtype.kind == "f" else None
+    except Exception:  # noqa: BLE001 - a structure the ratio does not apply to
+        c = None
+    if c is None and isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)):
+        for e1, g1 in zip(expected, got):
+            note = _ratio_note(e1, g1, ratio_hints)
+            if note:
+                return note
+        return ""
+    for value, text in ratio_hints.items():
+        if c is not None and abs(c - value) <= 1e-6 * max(1.0, abs(value)):
+            return f" {text[:1].upper()}{text[1:]}"
+    return ""
+
+
+_FAILED: dict[str, int] = {}  # checker name -> failures so far in this kernel
+
+
+def _hint_for(name: str, hint) -> str:
+    """``hint`` as text; a pair (nudge, full) gives the nudge on a checker's first failure and the
+    full hint from the second on, so the first message points at the property, not the answer."""
+    if isinstance(hint, (tuple, list)):
+        nudge, full = hint
+        _FAILED[name] = _FAILED.get(name, 0) + 1
+        hint = nudge if _FAILED[name] == 1 else full
+    return f" Hint: {hint}" if hint else ""
+
+
+def _forbidden(forbid) -> dict[str, str]:
+    if not forbid:
+        return {}
+    if isinstance(forbid, str):
+        forbid = [forbid]
+    if isinstance(forbid, dict):
+        return dict(forbid)
+    return {name: "write it yourself" for name in forbid}
+
+
+def _say_line(line: str, quiet: bool, passed: bool) -> CheckResult:
+    if not quiet:
+        print(line)
+    return CheckResult(passed, line)
+
+
+def check(
+    name: str,
+    fn: Callable,
+    reference: Callable,
+    cases: Iterable,
+    *,
+    hint: str | tuple[str, str] = "",
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    no_mutation: bool = True,
+    quiet: bool = False,
+    forbid: Iterable[str] | dict[str, str] | None = None,
+    ratio_hints: dict[float, str] | None = None,
+) -> CheckResult:
+    """Grade ``fn`` against ``reference`` on ``cases`` (``Case`` objects or tuples of args).
+
+    Prints one line (pass; or the first case that differed, what differed, and ``hint``; or
+    "not attempted yet") and returns a result that is true only if every case matches. With
+    ``no_mutation``, a function that modifies its inputs fails too. ``forbid`` names references
+    (dotted names, or a dict name -> message) that ``fn`` must not call, directly or not;
+    ``ratio_hints`` maps a constant ratio got/expected to a question ("did you divide by n twice?").
+    ``hint`` may be a pair (nudge, full): the first failure shows the nudge, later ones the full hint.
+    """
+    cases = [
+        c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
+    ]
+    forbidden = _forbidden(forbid)
+    warned = ""
+    for case in cases:
+        with captured_warnings():
+            expected = reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+        args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
+        with captured_warnings() as caught, recorded_calls(forbidden) as called:
+            try:
+                got, error = fn(*args, **kwargs), None
+            except NotImplementedError:
+                return _say_line(
+                    f"{TODO} {name}: replace the `raise NotImplementedError` with your code, then re-run.",
+                    quiet,
+                    False,
+                )
+            except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
+                got, error = None, exc
+        said = warning_text(caught)
+        if called:
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()} your function called {called[0]}: "
+                f"{forbidden[called[0]]}.",
+                quiet,
+                False,
+            )
+        if error is not None:
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()} your function raised "
+                f"{type(error).__name__}: {str(error)[:200]}.{_hint_for(name, hint)}",
+                quiet,
+                False,
+            )
+        why = compare(expected, got, atol=atol, rtol=rtol)
+        if why is None and no_mutation:
+            if compare(case.args, args, atol=0, rtol=0) or compare(case.kwargs, kwargs, atol=0, rtol=0):
+                why = f"your function modified its input in place ({_copy_advice(case.args)})"
+        if why:
+            warn = f" (it warned {said})" if said else ""
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
+                f"{_ratio_note(expected, got, ratio_hints)}{_hint_for(name, hint)}",
+                quiet,
+                False,
+            )
+        if said and not warned:
+            warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
+    return _say_line(f"{PASS} {name}: matches the reference on all {len(cases)} cases.{warned}", quiet, True)
+
+
+def check_choices(
+    name: str, answers_fn: Callable[[], dict], expected: dict[Any, Any], hints: dict[Any, str] | None = None
+) -> CheckResult:
+    """Grade a dict of named answers (e.g. which bug each mystery pipeline has)."""
+    with captured_warnings():
+        try:
+            answers = answers_fn()
+        except NotImplementedError:
+            return _say_line(f"{TODO} {name}: fill in your answers, then re-run.", False, False)
+    if not isinstance(answers, dict):
+        return _say_line(
+            f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.", False, False
+        )
+    wrong = [k for k in expected if answers.get(k) != expected[k]]
+    if wrong:
+        k = wrong[0]
+        hint = (hints or {}).get(k, "")
+        return _say_line(
+            f"{FAIL} {name}: {len(expected) - len(wrong)}/{len(expected)} right; {k!r} is not "
+            f"{answers.get(k)!r}.{' Hint: ' + hint if hint else ''}",
+            False,
+            False,
+        )
+    return _say_line(f"{PASS} {name}: all {len(expected)} answers right.", False, True)
+
+
+def random_logit_cases(seed: int) -> list[Case]:
+    """Seeded random (z, y) cases for one position: V in [2, 8), logits of scale 1, 5 and 300
+    (three cases each), z a float64 array and y an int target in [0, V)."""
+    rng, cases = np.random.default_rng(seed), []
+    for scale in (1.0, 5.0, 300.0):
+        for _ in range(3):
+            V = int(rng.integers(2, 8))
+            cases.append(Case((rng.normal(0.0, scale, size=V), int(rng.integers(V)))))
+    return cases
+
+
+# Under nbgrader's autograder (it sets NBGRADER_EXECUTION) a check that does not pass raises
+# AssertionError, so its test cell loses its points; elsewhere both are unchanged.
+from ..autograding import when_grading as _when_grading  # noqa: E402
+
+check, check_choices = _when_grading(check), _when_grading(check_choices)

@@ -1,0 +1,199 @@
+"""Notebook 09's exercises: the entropy of a distribution, the KL gap of a model, and the loss
+floor of a generator the notebook has not shown (subtraction with ``b <= a``), and the floor of
+a model that ignores context.
+
+Each checker runs the learner's function with NumPy's floating-point warnings silenced and
+Python warnings caught (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test
+cell that writes to stderr scores 0 under nbgrader), and refuses a call to the course's own
+``entropy``, ``cross_entropy`` or ``kl_divergence`` during it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+
+from ...data.tokenizers import ChatTokenizer
+from ..checks import Case, check
+from . import lesson as _floor
+
+__all__ = [
+    "subtraction_turns",
+    "subtraction_floor",
+    "own_work",
+    "check_entropy",
+    "check_kl_gap",
+    "check_subtraction_floor",
+    "context_free_floor",
+    "check_context_free_floor",
+]
+
+_TOK = ChatTokenizer()
+_REFERENCES = ("entropy", "cross_entropy", "kl_divergence")
+
+
+def own_work(fn, refused=_REFERENCES):
+    """``fn`` wrapped so that, during its call, the course functions named in ``refused`` raise
+    and NumPy / Python warnings go nowhere (a right answer never writes to stderr)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        before = set(_floor._REFUSED)
+        _floor._REFUSED.update(refused)
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                return fn(*args, **kwargs)
+        finally:
+            _floor._REFUSED.clear()
+            _floor._REFUSED.update(before)
+
+    return call
+
+
+def _grade(title: str, fn, reference, cases, hint: str, quiet: bool) -> bool:
+    return check(title, own_work(fn), reference, cases, atol=1e-9, rtol=1e-7, hint=hint, quiet=quiet)
+
+
+def _prob_cases(seed: int, pairs: bool) -> list[Case]:
+    fixed = [[0.5, 0.25, 0.125, 0.125], [0.1] * 10, [1.0, 0.0, 0.0], [0.7, 0.0, 0.3], [0.5, 0.5]]
+    rng = np.random.default_rng(seed)
+    ps = [np.array(p) for p in fixed] + [
+        rng.dirichlet(np.full(k, a)) for k, a in ((3, 1.0), (5, 0.3), (8, 2.0), (12, 0.5))
+    ]
+    if not pairs:
+        return [Case((p,)) for p in ps]
+    return [
+        Case((p, q))
+        for p in ps
+        for q in (np.full(p.size, 1 / p.size), rng.dirichlet(np.ones(p.size)) * 0.9 + 0.1 / p.size)
+    ]
+
+
+def _entropy(p):
+    nz = p > 0
+    return float(-(p[nz] * np.log(p[nz])).sum())
+
+
+def _kl(p, q):
+    nz = p > 0
+    return float((p[nz] * np.log(p[nz] / q[nz])).sum())
+
+
+def check_entropy(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(p) -> H(p)`` in nats (1-D NumPy probabilities, zeros allowed)."""
+    hint = (
+        "H(p) = -sum p ln p with the natural log (nats, not bits); the zero entries add 0 "
+        "(0 ln 0 = 0), so leave them out of the sum."
+    )
+    return _grade("entropy H(p)", fn, _entropy, _prob_cases(0, False), hint, quiet)
+
+
+def check_kl_gap(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(p, q) -> KL(p || q)`` in nats (q > 0 everywhere, p may have zeros)."""
+    hint = (
+        "KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
+        "cross-entropy minus H(p), in nats; the entries where p = 0 add 0."
+    )
+    return _grade("KL gap KL(p || q)", fn, _kl, _prob_cases(1, True), hint, quiet)
+
+
+# ---------------------------------------------------------------- a new generator's floor
+
+
+def _high(high) -> int:
+    if isinstance(high, bool) or not isinstance(high, (int, np.integer)) or not 0 <= high <= 999:
+        raise ValueError(f"high must be an int in [0, 999]; got {high!r}.")
+    return int(high)
+
+
+def subtraction_turns(n: int, high: int = 9, *, seed: int = 0) -> list[str]:
+    """``n`` turns ``<user> a - b = <assistant> c .``: a uniform on 0..high, then b uniform on
+    0..a (so the answer c = a - b is never negative)."""
+    high = _high(high)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an int >= 0; got {n!r}.")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = int(rng.integers(0, high + 1))
+        b = int(rng.integers(0, a + 1))
+        out.append(f"<user> {a} - {b} = <assistant> {a - b} .")
+    return out
+
+
+def subtraction_floor(high: int = 9) -> float:
+    """The loss floor, in nats per target, of a long corpus from :func:`subtraction_turns`:
+    E[-ln p(turn)] / E[targets per turn], each turn's targets being its tokens after
+    ``<user>`` plus EOS (as the chat corpus counts them), enumerated over every (a, b)."""
+    _floor._refuse("subtraction_floor")
+    high = _high(high)
+    nats = targets = 0.0
+    for a in range(high + 1):
+        for b in range(a + 1):
+            p = 1.0 / ((high + 1) * (a + 1))
+            n = len(_TOK.encode(f"<user> {a} - {b} = <assistant> {a - b} ."))  # - <user> + EOS
+            nats -= p * math.log(p)
+            targets += p * n
+    return nats / targets
+
+
+def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(high) -> nats per target`` against :func:`subtraction_floor`."""
+    hint = (
+        "a turn's entropy is H(a) + H(b | a) = ln(high + 1) + mean over a of ln(a + 1); divide "
+        "its expectation by the expected targets per turn (the digits of a, b and c, plus 5), "
+        "not by a fixed count and not turn by turn."
+    )
+    cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 25, 99)]
+    return check(
+        "loss floor of the subtraction generator",
+        own_work(fn, _REFERENCES + ("subtraction_floor",)),
+        subtraction_floor,
+        cases,
+        atol=1e-9,
+        rtol=1e-7,
+        hint=hint,
+        quiet=quiet,
+    )
+
+
+# ---------------------------------------------------------------- a model that ignores context
+
+
+def context_free_floor(high: int = 9) -> float:
+    """The lowest loss, in nats per target, of a model that gives every target the same
+    distribution whatever came before, on a long corpus of ``<user> a + b = <assistant> c .``
+    turns (a, b uniform on 0..high): the entropy of the targets' token frequencies (every token
+    after ``<user>``, plus EOS), enumerated over every (a, b)."""
+    _floor._refuse("context_free_floor")
+    high = _high(high)
+    counts = np.zeros(len(_TOK.VOCAB))
+    for a in range(high + 1):
+        for b in range(high + 1):
+            for t in _TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[1:] + [_TOK.eos_id]:
+                counts[t] += 1
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(high) -> nats per target`` against :func:`context_free_floor`."""
+    hint = (
+        "count how often each token appears as a target over all (a, b) (every token after "
+        "<user>, plus EOS), turn the counts into frequencies, and take their entropy in nats."
+    )
+    cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 99)]
+    return check(
+        "loss floor of a model that ignores context",
+        own_work(fn, _REFERENCES + ("context_free_floor",)),
+        context_free_floor,
+        cases,
+        atol=1e-9,
+        rtol=1e-7,
+        hint=hint,
+        quiet=quiet,
+    )

@@ -1,0 +1,138 @@
+"""Notebook 09 (the loss floor): entropy and KL and the exact per-token floor of chat arithmetic
+(the exercise checkers live in :mod:`lmcore.course.floor.exercises`, the training run in
+:mod:`lmcore.course.floor.run`, the per-target scoring in ``floor_tokens``, plots and the widget
+in ``floor_views``).
+
+The floor is exact: :func:`lmcore.data.chat_arithmetic_entropy` for the whole corpus, and
+:func:`oracle_probs` (every turn enumerated) for each token, so a trained model's loss can be
+compared with what no model can beat, token by token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from functools import lru_cache
+
+import numpy as np
+
+from ...data import chat_arithmetic_entropy
+from ...data.arithmetic import _OPS
+from ...data.tokenizers import ChatTokenizer
+
+__all__ = [
+    "entropy",
+    "kl_divergence",
+    "cross_entropy",
+    "SLOTS",
+    "token_slots",
+    "oracle_probs",
+    "exact_slot_entropy",
+    "RANGES",
+]
+
+TOK = ChatTokenizer()
+SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")  # c: the answer's tokens
+RANGES = (1, 2, 4, 9, 19, 49, 99)  # operands 0..high in the widget
+
+
+_REFUSED: set[str] = set()  # names a learner's exercise call may not use (floor_exercises)
+
+
+def _refuse(name: str) -> None:
+    if name in _REFUSED:
+        raise RuntimeError(f"this exercise asks for your own code, not a call to lmcore's {name}()")
+
+
+def _dist(name, p):
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or abs(p.sum() - 1) > 1e-9:
+        raise ValueError(f"{name} must be a 1-D probability vector (>= 0, summing to 1); got {p!r}.")
+    return p
+
+
+def entropy(p) -> float:
+    """H(p) = -sum p ln p in nats, with 0 ln 0 = 0."""
+    _refuse("entropy")
+    p = _dist("p", p)
+    nz = p > 0
+    return float(-(p[nz] * np.log(p[nz])).sum())
+
+
+def _pair(p, q):
+    p, q = _dist("p", p), _dist("q", q)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same length; got {p.size} and {q.size}.")
+    nz = p > 0
+    return p[nz], q[nz]
+
+
+def cross_entropy(p, q) -> float:
+    """-sum p ln q in nats: the expected loss of a model q on data drawn from p."""
+    _refuse("cross_entropy")
+    p, q = _pair(p, q)
+    return float(-(p * np.log(q)).sum()) if np.all(q > 0) else math.inf
+
+
+def kl_divergence(p, q) -> float:
+    """KL(p || q) = sum p ln(p / q) in nats = cross_entropy(p, q) - entropy(p) >= 0."""
+    _refuse("kl_divergence")
+    p, q = _pair(p, q)
+    return float((p * np.log(p / q)).sum()) if np.all(q > 0) else math.inf
+
+
+# ---------------------------------------------------------------- the exact per-token floor
+
+
+def token_slots(ids) -> list[str]:
+    """The slot of each chat-arithmetic token: ``<user>``, a, op, b, =, <assistant>, c, ., EOS
+    (PAD for padding). Works on one turn or a packed stream of several."""
+    out, state = [], None
+    for i in ids.tolist() if hasattr(ids, "tolist") else ids:
+        tok = TOK.VOCAB[i]
+        if tok in ("<user>", "PAD", "EOS", "=", "<assistant>", "."):
+            state = {"<user>": "a", "=": None, "<assistant>": "c"}.get(tok)
+            out.append(tok)
+        elif state == "a" and out[-1] != "<user>" and not tok.isdigit():
+            state = "b"
+            out.append("op")
+        else:
+            out.append(state or "?")
+    return out
+
+
+def _turns(low: int, high: int, ops):
+    """Every turn (token ids + EOS), each (a, op, b) once."""
+    for a in range(low, high + 1):
+        for op in ops:
+            for b in range(low, high + 1):
+                c = _OPS[op](a, b)
+                yield TOK.encode(f"<user> {a} {op} {b} = <assistant> {c} .") + [TOK.eos_id]
+
+
+@lru_cache(maxsize=16)
+def oracle_probs(low: int = 0, high: int = 9, ops=("+",)) -> dict:
+    """The true next-token distribution after every prefix of a turn: {prefix: {token: p}}.
+
+    Every (a, op, b) is enumerated once (they are equally likely), so this is the model with
+    zero KL: its loss on any turn is the floor, token by token.
+    """
+    chat_arithmetic_entropy(low=low, high=high, ops=tuple(ops))  # validates the arguments
+    counts = defaultdict(Counter)
+    for seq in _turns(low, high, tuple(ops)):
+        for t in range(1, len(seq)):
+            counts[tuple(seq[:t])][seq[t]] += 1
+    return {pre: {k: v / sum(c.values()) for k, v in c.items()} for pre, c in counts.items()}
+
+
+def exact_slot_entropy(low: int = 0, high: int = 9, ops=("+",)) -> dict:
+    """Per slot: ``(targets per turn, nats per turn)`` of the perfect model, averaged over all
+    turns. The nats add up to ``chat_arithmetic_entropy(per="document")``."""
+    probs, sums, turns = oracle_probs(low, high, tuple(ops)), defaultdict(lambda: [0.0, 0.0]), 0
+    for seq in _turns(low, high, tuple(ops)):
+        slots = token_slots(seq)
+        for t in range(1, len(seq)):
+            sums[slots[t]][0] += 1
+            sums[slots[t]][1] -= math.log(probs[tuple(seq[:t])][seq[t]])
+        turns += 1
+    return {s: (sums[s][0] / turns, sums[s][1] / turns) for s in SLOTS if s in sums}

@@ -1,0 +1,126 @@
+"""Notebook 09's pictures and widget: the floor run against H(p), the per-slot breakdown, and
+the operand-range explorer (a short cached run per setting, :func:`lmcore.course.floor.lesson.short_curve`,
+against its exact floor)."""
+
+from __future__ import annotations
+
+import math
+
+from ...data import chat_arithmetic_entropy
+from ..style import COLORS, new_figure
+from ..widgets import live_figure
+from .lesson import RANGES
+from .run import short_curve
+from .tokens import ROLES
+
+__all__ = ["plot_loss_floor", "plot_slot_breakdown", "plot_floor_explorer", "floor_explorer"]
+
+
+def plot_loss_floor(history, floor: float, *, ln_v: float | None = None, title: str | None = None):
+    """Train and validation loss against the step, the floor H(p) as a line, the gap shaded."""
+    fig, ax = new_figure(width=6.4, height=3.6)
+    steps = [h["step"] for h in history]
+    val = [h["val_loss"] for h in history]
+    ax.plot(steps, [h["train_loss"] for h in history], color=COLORS["train"], label="train loss")
+    ax.plot(steps, val, "o-", ms=3, color=COLORS["val"], label="validation loss")
+    ax.axhline(floor, color=COLORS["floor"], lw=2, ls="--", label=f"floor H(p) = {floor:.3f}")
+    if ln_v is not None:
+        ax.axhline(ln_v, color=COLORS["anchor"], lw=1, ls=":", label=f"ln V = {ln_v:.2f}")
+    ax.fill_between(steps, floor, val, color=COLORS["val"], alpha=0.12)
+    ax.annotate(
+        f"gap {val[-1] - floor:+.3f}",
+        xy=(steps[-1], val[-1]),
+        ha="right",
+        va="bottom",
+        xytext=(0, 8),
+        textcoords="offset points",
+        fontsize=9,
+    )
+    ax.set_ylim(0, max(max(val), ln_v or 0) * 1.08)
+    ax.set_xlabel("optimiser step")
+    ax.set_ylabel("loss per target (nats)")
+    ax.set_title(title or "The loss falls to the data's entropy, not to 0")
+    ax.legend(loc="upper right", fontsize=8)
+    return fig
+
+
+def plot_slot_breakdown(rows, *, title: str | None = None):
+    """Bars: the model's mean NLL per slot (or role); black ticks: the exact entropy there."""
+    fig, ax = new_figure(width=6.4, height=3.4)
+    names = [r[0] for r in rows]
+    colors = [
+        COLORS["input"]
+        if ROLES.get(n) == "prompt digits" or n == "prompt digits"
+        else COLORS["target"]
+        if n in ("c", "answer")
+        else COLORS["ignored"]
+        for n in names
+    ]
+    bars = ax.bar(names, [r[2] for r in rows], color=colors, label="model (validation)")
+    ax.bar_label(bars, labels=[f"{r[2]:.2f}" for r in rows], padding=2, fontsize=8)
+    ax.scatter(
+        names, [r[3] for r in rows], marker="_", s=900, color="black", zorder=3, label="exact entropy H"
+    )
+    ax.set_ylim(0, max(max(r[2] for r in rows), math.log(10)) * 1.2)
+    ax.set_ylabel("mean NLL per token (nats)")
+    ax.set_title(title or "Random prompt digits stay at ln 10; the rest goes to 0")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: int = 150):
+    """Left: a short run on operands 0..high against its exact floor. Right: the floor per
+    target for every range in :data:`RANGES`, this one marked. ``history`` skips the training."""
+    history = history if history is not None else short_curve(high, ops, steps)
+    floor = chat_arithmetic_entropy(high=high, ops=tuple(ops))
+    fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.6)
+    steps_ = [h["step"] for h in history]
+    ax.plot(
+        steps_, [h["val_loss"] for h in history], "o-", ms=3, color=COLORS["val"], label="validation loss"
+    )
+    ax.axhline(floor, color=COLORS["floor"], lw=2, ls="--", label=f"H(p) = {floor:.3f}")
+    ax.set_ylim(0, max(h["val_loss"] for h in history) * 1.08)
+    ax.set(
+        xlabel="optimiser step",
+        ylabel="nats per target",
+        title=f"operands 0..{high}, ops {' '.join(ops)}: gap {history[-1]['val_loss'] - floor:+.2f}",
+    )
+    ax.legend(fontsize=8)
+    for o, style in (("+", "-"), ("+-*", "--")):
+        bx.plot(
+            RANGES,
+            [chat_arithmetic_entropy(high=h, ops=tuple(o)) for h in RANGES],
+            style,
+            marker=".",
+            color=COLORS["floor"],
+            label=f"ops {' '.join(o)}",
+        )
+    bx.plot([high], [floor], "o", ms=9, color=COLORS["wrong"])
+    bx.set_xscale("log")
+    bx.set(
+        xlabel="largest operand (log scale)",
+        ylabel="floor H(p), nats per target",
+        title="Wider ranges, higher floor",
+    )
+    bx.legend(fontsize=8)
+    return fig
+
+
+def floor_explorer(history=None, *, steps: int = 150):
+    """Operand range and operator controls -> :func:`plot_floor_explorer`. ``history`` is shown
+    for 0..9 with "+" (the notebook's run); other settings train a short run once (seconds)."""
+    import ipywidgets as widgets
+
+    high = widgets.SelectionSlider(
+        options=[(f"0..{h}", h) for h in RANGES], value=9, description="operands", continuous_update=False
+    )
+    ops = widgets.ToggleButtons(options=["+", "+-*"], value="+", description="ops")
+
+    def draw(high, ops):
+        h = history if (high, ops) == (9, "+") and history is not None else None
+        return plot_floor_explorer(high, ops, history=h, steps=steps)
+
+    return widgets.VBox([widgets.HBox([high, ops]), live_figure(draw, {"high": high, "ops": ops})])
+
+
+# ---------------------------------------------------------------- exercise checkers

@@ -1,0 +1,205 @@
+"""Notebook 02 (gradients): the widget's state, finite differences and the checkers. The figure
+and the widget are in :mod:`lmcore.course.gradients.views`.
+
+``gradient_state`` is what the widget shows (the loss along one logit, the current point, its
+slope and the gradient); ``gradient_explorer`` only wires controls to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ... import handcalc
+from ..._validate import require_int_scalar, require_real
+from ..checks import Case, check, random_logit_cases
+from ..checks.guard import AUTOGRAD
+
+__all__ = [
+    "numerical_grad",
+    "gradient_state",
+    "smoothed_ce_grad_autograd",
+    "check_ce_grad",
+    "check_finite_difference",
+    "check_smoothed_ce_grad",
+]
+
+
+def _by_hand(extra=()) -> dict[str, str]:
+    msg = {name: "autograd does the work the exercise asks of you: use the formula" for name in AUTOGRAD}
+    return msg | {name: "that is the reference this exercise replaces: write it yourself" for name in extra}
+
+
+def numerical_grad(f, z, eps: float = 1e-5) -> np.ndarray:
+    """Central differences: g_i = (f(z + eps e_i) - f(z - eps e_i)) / (2 eps), for scalar ``f``.
+
+    The error shrinks like eps**2 (a forward difference's only like eps), until rounding, which
+    grows like 1/eps, takes over; eps = 1e-5 suits float64 functions of size ~1.
+    """
+    if not callable(f):
+        raise TypeError(f"f must be a function of the logits returning a number; got {f!r:.60}.")
+    if not (isinstance(eps, (int, float)) and eps > 0):
+        raise ValueError(f"eps must be a positive step size; got {eps!r}.")
+    z = np.asarray(z, dtype=np.float64)
+    g = np.empty_like(z)
+    for i in range(z.size):
+        up, down = z.copy(), z.copy()
+        up[i] += eps
+        down[i] -= eps
+        g[i] = (float(f(up)) - float(f(down))) / (2 * eps)
+    return g
+
+
+def gradient_state(
+    logits=(2.0, 1.0, 0.0),
+    target: int = 1,
+    index: int = 1,
+    value=None,
+    lo: float = -10.0,
+    hi: float = 10.0,
+    n: int = 201,
+) -> dict:
+    """What the gradient widget shows when logit ``index`` is set to ``value`` (default: as is)
+    and the other logits stay put: the loss along that logit over [lo, hi] (``xs``, ``losses``),
+    the current ``z``, ``loss`` and ``grad`` = softmax(z) - onehot(target), the ``slope`` of the
+    curve at the current point (= grad[index]) and the ``tangent`` line over ``xs``."""
+    z = np.array(logits, dtype=np.float64)
+    index = require_int_scalar("index", index, min=0, max=z.size - 1, hint="(a logit index)")
+    if value is not None:
+        z[index] = float(value)
+    xs = np.linspace(lo, hi, n)
+    moved = np.repeat(z[None], n, axis=0)
+    moved[:, index] = xs
+    losses = np.array([handcalc.nll(row, target) for row in moved])
+    loss, grad = handcalc.nll(z, target), handcalc.ce_grad(z, target)
+    slope = float(grad[index])
+    return {
+        "z": z,
+        "index": int(index),
+        "target": int(target),
+        "xs": xs,
+        "losses": losses,
+        "loss": loss,
+        "grad": grad,
+        "slope": slope,
+        "tangent": loss + slope * (xs - z[index]),
+    }
+
+
+# ---------------------------------------------------------------- exercise checkers
+
+
+def _logit_cases(seed: int) -> list[Case]:
+    cases = [
+        Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
+        Case((np.array([1000.0, 999.0, 998.0]), 2), label="z=[1000, 999, 998], y=2"),
+        Case((np.array([-1000.0, 0.0, 1000.0]), 0), label="z=[-1000, 0, 1000], y=0"),
+        Case((np.array([0.0, 8.0, 0.0]), 1), label="z=[0, 8, 0], y=1 (confident, right)"),
+        Case((np.array([0.0, 0.0, 0.0, 0.0]), 2), label="z=[0, 0, 0, 0], y=2"),
+    ]
+    return cases + random_logit_cases(seed)
+
+
+def check_ce_grad(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(z, y) -> d nll / d z`` against ``lmcore.handcalc.ce_grad``."""
+    return check(
+        "ce_grad",
+        fn,
+        handcalc.ce_grad,
+        _logit_cases(seed=2),
+        hint="the gradient is softmax(z) (stable: subtract max(z)) minus 1 at index y; "
+        "only the target's entry is negative and the entries sum to 0.",
+        atol=1e-9,
+        rtol=1e-6,
+        quiet=quiet,
+        forbid=_by_hand(["lmcore.handcalc.ce_grad", "lmcore.course.gradients.lesson.numerical_grad"]),
+        ratio_hints={
+            -1.0: "The sign is flipped: descent subtracts the gradient, the gradient is p - onehot."
+        },
+    )
+
+
+# name -> (function of the logits, its exact gradient)
+_FUNCTIONS = {
+    "nll(z, y=1)": (lambda z: handcalc.nll(z, 1), lambda z: handcalc.ce_grad(z, 1)),
+    "logsumexp(z)": (handcalc.logsumexp, handcalc.softmax),
+    "sum(sin(z))": (lambda z: float(np.sin(z).sum()), np.cos),
+    "500 * sum((z - 1)**2)": (lambda z: float(500.0 * ((z - 1.0) ** 2).sum()), lambda z: 1000.0 * (z - 1.0)),
+}
+
+
+def check_finite_difference(fn, *, quiet: bool = False):
+    """Grade ``fn(f, z) -> gradient estimate`` against exact gradients of four functions.
+
+    Central differences with eps ~ 1e-5 pass; forward differences or a large eps do not."""
+    rng = np.random.default_rng(3)
+    cases = [
+        Case(("nll(z, y=1)", np.array([2.0, 1.0, 0.0])), label="f = nll(z, y=1), z=[2, 1, 0]"),
+        Case(("nll(z, y=1)", np.array([1000.0, 999.0, 998.0])), label="f = nll(z, y=1), z=[1000, 999, 998]"),
+    ]
+    for name in _FUNCTIONS:
+        for _ in range(2):
+            z = 1.0 + rng.normal(0.0, 0.02 if name.startswith("500") else 2.0, size=int(rng.integers(2, 6)))
+            cases.append(Case((name, z), label=f"f = {name}, z={np.round(z, 3).tolist()}"))
+    return check(
+        "finite-difference gradient",
+        lambda key, z: fn(_FUNCTIONS[key][0], z),
+        lambda key, z: _FUNCTIONS[key][1](z),
+        cases,
+        hint=(
+            "is your estimate off by about eps times the curvature (a one-sided or too large step), "
+            "or by noise (a step so small that rounding dominates)?",
+            "use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps) with eps around "
+            "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
+            "eps * curvature, and an eps below ~1e-8 drowns in rounding error.",
+        ),
+        atol=1e-6,
+        rtol=1e-6,
+        quiet=quiet,
+        forbid=_by_hand(["lmcore.course.gradients.lesson.numerical_grad"]),
+        ratio_hints={2.0: "Did you divide by eps instead of 2 eps?"},
+    )
+
+
+def smoothed_ce_grad_autograd(z, y: int, eps: float) -> np.ndarray:
+    """d/dz of the label-smoothed NLL ``F.cross_entropy(z, y, label_smoothing=eps)`` by autograd
+    (float64): the target is the soft distribution (1 - eps) onehot(y) + eps / V."""
+    require_real("eps", eps, min=0, max=1)
+    handcalc.nll(z, y)  # validates z and y
+    zt = torch.tensor(np.asarray(z, dtype=np.float64), requires_grad=True)
+    with torch.enable_grad():
+        loss = F.cross_entropy(zt[None], torch.tensor([int(y)]), label_smoothing=float(eps))
+        (grad,) = torch.autograd.grad(loss, zt)
+    return grad.numpy()
+
+
+def check_smoothed_ce_grad(fn, *, quiet: bool = False):
+    """Grade ``fn(z, y, eps) -> d loss / d z`` for the NLL with label smoothing ``eps``, against
+    autograd on ``F.cross_entropy(..., label_smoothing=eps)``; autograd itself is rejected."""
+    base = _logit_cases(seed=4)
+    cases = [Case((np.array([2.0, 1.0, 0.0]), 1, 0.1), label="z=[2, 1, 0], y=1, eps=0.1")]
+    cases += [Case((np.array([0.0, 0.0, 0.0, 0.0, 0.0]), 3, 0.5), label="z=[0]*5, y=3, eps=0.5")]
+    cases += [Case((np.array([1.0, -1.0]), 0, 1.0), label="z=[1, -1], y=0, eps=1 (the target is uniform)")]
+    cases += [
+        Case((c.args[0], c.args[1], e), label=f"{c.describe()}, eps={e}")
+        for c, e in zip(base, [0.0, 0.2, 0.05, 0.3] * 4)
+    ]
+    return check(
+        "label-smoothing gradient",
+        fn,
+        smoothed_ce_grad_autograd,
+        cases,
+        hint=(
+            "with a soft target q the loss is -sum_v q_v log p_v: what is q for label smoothing, "
+            "and does it still sum to 1?",
+            "q = (1 - eps) onehot(y) + eps / V, so the gradient is softmax(z) - q: every token gets "
+            "eps / V, the target (1 - eps) on top; V is len(z).",
+        ),
+        atol=1e-9,
+        rtol=1e-6,
+        quiet=quiet,
+        forbid=_by_hand(
+            ["torch.nn.functional.cross_entropy", "lmcore.course.gradients.lesson.smoothed_ce_grad_autograd"]
+        ),
+    )

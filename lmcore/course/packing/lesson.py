@@ -1,0 +1,232 @@
+"""Notebook 06 (packing and boundaries): the toy vocabulary, the four packing policies (and BOS
+per document) and the exercise checkers. The leak measurements are in
+:mod:`lmcore.course.packing.leak`, the figure in :mod:`lmcore.course.packing.views`; chat
+(answer-only) labels for one turn and many in :mod:`lmcore.course.packing.chat`.
+
+A policy is one of :data:`POLICIES`; :func:`pack_with_policy` builds its tensors, and the
+notebook's widget only wires a dropdown to them, to the measured leaks and to the figure.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...shift import (
+    IGNORE_INDEX,
+    _restart_positions,
+    document_causal_mask,
+    labels_from_attention_mask,
+    mask_cross_document_targets,
+    pack_documents,
+)
+from ..checks import Case, check
+from ..toys import BOS, EOS, PAD, WordTokenizer
+
+__all__ = [
+    "TOKENIZER",
+    "VOCAB",
+    "PAD",
+    "EOS",
+    "BOS",
+    "USER",
+    "ASSISTANT",
+    "DOCS",
+    "POLICIES",
+    "encode",
+    "decode",
+    "pack_with_policy",
+    "pack_with_bos",
+    "check_mask_cross_document_targets",
+    "check_document_causal_mask",
+    "check_pack_whole",
+    "check_position_ids",
+]
+
+_WRITE = "write it yourself with tensor operations"
+
+TOKENIZER = WordTokenizer(
+    [
+        "<user>",
+        "<assistant>",
+        "+",
+        "=",
+        ".",
+        *"0123456789",
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "mat",
+        "dogs",
+        "run",
+        "fast",
+        "a",
+        "bird",
+        "sings",
+    ],
+    bos=True,
+)
+VOCAB = TOKENIZER.VOCAB  # PAD 0, EOS 1, BOS 2 (the toys' convention), then the words
+USER, ASSISTANT = TOKENIZER.stoi["<user>"], TOKENIZER.stoi["<assistant>"]
+DOCS = ["the cat sat", "dogs run fast", "a bird sings"]
+POLICIES = {
+    "no_eos": "no EOS",
+    "eos": "EOS between documents",
+    "eos_masked": "EOS + boundary targets masked",
+    "block_diagonal": "+ block-diagonal attention, positions reset",
+}
+
+
+def encode(text: str) -> list[int]:
+    """Space-separated words of :data:`VOCAB` -> token ids."""
+    return TOKENIZER.encode(text)
+
+
+def decode(ids) -> str:
+    return TOKENIZER.decode(ids)
+
+
+def _docs(documents):
+    return [encode(d) if isinstance(d, str) else list(d) for d in (documents or DOCS)]
+
+
+def pack_with_policy(documents=None, block_size: int = 14, policy: str = "block_diagonal") -> dict:
+    """The tensors one packing policy feeds the model and the loss, all (N, L) except
+    ``attention`` (N, L, L) bool (query i may read key j) and ``crossing`` (N, L) bool (the label
+    at t is the first token of a document that follows another in the row)."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {list(POLICIES)}; got {policy!r}.")
+    docs = _docs(documents)
+    if policy == "no_eos":
+        ids = [t for d in docs for t in d]
+        doc = [k for k, d in enumerate(docs) for _ in d]
+        n_pad = -len(ids) % block_size
+        input_ids = torch.tensor(ids + [PAD] * n_pad).view(-1, block_size)
+        document_ids = torch.tensor(doc + [-1] * n_pad).view(-1, block_size)
+        labels = labels_from_attention_mask(input_ids, (document_ids >= 0).long())
+    else:
+        pb = pack_documents(docs, block_size, eos_id=EOS, pad_id=PAD)
+        input_ids, document_ids = pb.input_ids, pb.document_ids
+        labels = pb.labels if policy != "eos" else labels_from_attention_mask(input_ids, pb.attention_mask)
+    N, L = input_ids.shape
+    if policy == "block_diagonal":
+        positions, attention = pb.position_ids, document_causal_mask(document_ids)
+    else:
+        positions = torch.arange(L).expand(N, L)
+        attention = torch.ones(L, L, dtype=torch.bool).tril().expand(N, L, L)
+    # Which labels mask_cross_document_targets would drop (padding starts are not documents).
+    dropped = mask_cross_document_targets(input_ids, document_ids) == IGNORE_INDEX
+    crossing = dropped & (document_ids >= 0)
+    return {
+        "input_ids": input_ids,
+        "labels": labels,
+        "document_ids": document_ids,
+        "position_ids": positions,
+        "attention": attention,
+        "crossing": crossing,
+    }
+
+
+def pack_with_bos(documents=None, block_size: int = 14):
+    """The alternative to dropping ``EOS -> b_first``: every document starts with its own BOS
+    (``BOS doc EOS BOS doc EOS ...``), packed by ``pack_documents`` (which still drops the
+    target at each document start, here ``EOS -> BOS``). Returns the PackedBatch."""
+    return pack_documents([[BOS] + d for d in _docs(documents)], block_size, eos_id=EOS, pad_id=PAD)
+
+
+# ---------------------------------------------------------------- exercise checkers
+
+
+def _doc_cases(seed: int = 0, n: int = 4):
+    g, out = torch.Generator().manual_seed(seed), []
+    for k in range(n):
+        N, L = 2 + k % 2, 6 + 2 * k
+        starts = torch.rand(N, L, generator=g) < 0.3
+        starts[:, 0] = False
+        doc = starts.long().cumsum(1)
+        doc[:, L - int(torch.randint(0, 3, (1,), generator=g)) :] = -1
+        out.append(doc)
+    return out
+
+
+def check_mask_cross_document_targets(fn) -> bool:
+    p = pack_with_policy(policy="eos")
+    cases = [Case((p["labels"], p["document_ids"]), label="three packed documents (DOCS)")]
+    for k, doc in enumerate(_doc_cases(1)):
+        labels = torch.randint(0, 20, doc.shape, generator=torch.Generator().manual_seed(k))
+        cases.append(Case((torch.where(doc >= 0, labels, IGNORE_INDEX), doc), label=f"random {k}"))
+    return check(
+        "mask_cross_document_targets",
+        fn,
+        mask_cross_document_targets,
+        cases,
+        forbid={"lmcore.shift.mask_cross_document_targets": _WRITE, "lmcore.shift.pack_documents": _WRITE},
+        hint="a new document starts at t when document_ids[:, t] != document_ids[:, t-1]; "
+        "the label AT t (EOS -> b_first) becomes -100; a_last -> EOS stays.",
+    )
+
+
+def check_document_causal_mask(fn) -> bool:
+    cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
+    cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(2))]
+    return check(
+        "document_causal_mask",
+        fn,
+        document_causal_mask,
+        cases,
+        forbid={"lmcore.shift.document_causal_mask": _WRITE},
+        hint="combine two bool conditions: j <= i (torch.tril) AND same document "
+        "(document_ids[:, :, None] == document_ids[:, None, :]).",
+    )
+
+
+def _whole(documents, block_size):
+    p = pack_documents(documents, block_size, eos_id=EOS, pad_id=PAD, policy="whole")
+    return p.input_ids, p.document_ids
+
+
+def check_pack_whole(fn) -> bool:
+    """Grade ``fn(documents, block_size) -> (input_ids, document_ids)``, both (N, block_size),
+    against ``pack_documents(..., policy="whole")`` with the notebook's EOS and PAD."""
+    g = torch.Generator().manual_seed(6)
+    cases = [
+        Case(([encode(d) for d in DOCS], 8), label="DOCS in rows of 8"),
+        Case(([encode(d) for d in DOCS], 6), label="DOCS in rows of 6"),
+        Case(([[20, 21, 22], [23, 24, 25, 26, 27, 28, 29]], 8), label="a document that fills a row exactly"),
+    ]
+    for k in range(3):
+        L = int(torch.randint(6, 12, (1,), generator=g))
+        docs = [
+            torch.randint(
+                18, len(VOCAB), (int(torch.randint(1, L, (1,), generator=g)),), generator=g
+            ).tolist()
+            for _ in range(int(torch.randint(3, 8, (1,), generator=g)))
+        ]
+        cases.append(Case((docs, L), label=f"random {k}: {len(docs)} documents, rows of {L}"))
+    return check(
+        "pack with the whole policy",
+        fn,
+        _whole,
+        cases,
+        forbid={"lmcore.shift.pack_documents": "build the rows yourself"},
+        hint="each document plus its EOS goes on the current row if it fits in the places left; "
+        "otherwise pad the rest of the row (document id -1) and start a new one; pad the last row too.",
+    )
+
+
+def check_position_ids(fn) -> bool:
+    """Grade ``fn(document_ids (N, L)) -> position_ids (N, L)``: 0 at each row start and
+    wherever the document id changes (padding, id -1, counts as one more document), as
+    ``pack_documents`` makes them."""
+    cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
+    cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(4))]
+    return check(
+        "position ids that restart",
+        fn,
+        _restart_positions,
+        cases,
+        forbid={"lmcore.shift.pack_documents": _WRITE, "lmcore.shift._restart_positions": _WRITE},
+        hint="position = t minus the index where the current document started; mark the starts "
+        "(t = 0 and every change of id), and a running maximum (cummax) of their indices gives "
+        "that index at every t.",
+    )

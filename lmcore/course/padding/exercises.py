@@ -1,0 +1,123 @@
+"""Notebook 05's exercise checkers for labels and perplexity: the pad = EOS collate fix
+(:func:`check_eos_padded_labels`) and the perplexity of a text longer than the context
+(:func:`check_sliding_window_perplexity`). Each rejects a call to the reference it replaces."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...shift import IGNORE_INDEX
+from ..checks import Case, check
+from .lesson import example_batch
+from .perplexity import LookbackLM, long_text
+
+__all__ = [
+    "eos_padded_labels",
+    "check_eos_padded_labels",
+    "naive_window_perplexity",
+    "check_sliding_window_perplexity",
+]
+
+_NO_LABEL_HELPERS = {
+    "lmcore.shift.labels_from_attention_mask": "build the labels from the ids alone, with tensor operations",
+    "lmcore.course.padding.exercises.eos_padded_labels": "that is the course's reference: write it yourself",
+}
+_NO_METER = {
+    f"lmcore.perplexity.PerplexityMeter.{m}": "the exercise is to do what PerplexityMeter does, by hand"
+    for m in ("update", "update_sums")
+}
+_NO_WINDOW_REFERENCE = {
+    "lmcore.course.padding.perplexity.sliding_window_perplexity": "that is the course's reference: write it yourself",
+    **_NO_METER,
+}
+
+
+def eos_padded_labels(input_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Labels for rows padded with EOS (a tokenizer without PAD): a copy of ``input_ids`` (N, L)
+    with -100 on every EOS after the first of its row; the first EOS stays a target."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        raise ValueError("input_ids must be a (N, L) tensor.")
+    later_eos = (input_ids == eos_id).cumsum(-1) > 1
+    return input_ids.masked_fill(later_eos, IGNORE_INDEX)
+
+
+def _eos_rows(seed: int, eos_id: int, N: int = 4, L: int = 9):
+    """(N, L) rows: text (ids never equal to eos_id), one EOS, then EOS padding; one row has no
+    EOS at all (a text cut at the block length), one has no padding."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 20, (N, L), generator=g)
+    ids[ids == eos_id] = eos_id + 1
+    ends = torch.randint(2, L - 1, (N,), generator=g).tolist()
+    ends[0], ends[-1] = L - 1, L  # row 0: EOS at the last position; last row: no EOS
+    for n, e in enumerate(ends):
+        ids[n, e:] = eos_id
+    return ids
+
+
+def check_eos_padded_labels(fn, quiet: bool = False):
+    """Grade ``fn(input_ids (N, L), eos_id) -> labels (N, L)``: keep the first EOS of each row
+    as a target and put -100 on the EOS padding after it."""
+    shared, _ = example_batch(pad_id=1, eos_id=1)
+    cases = [Case((shared, 1), label="the example batch padded with EOS (eos_id=1)")]
+    cases += [
+        Case((_eos_rows(s, e), e), label=f"4 random rows, eos_id={e}, one row without any EOS")
+        for s, e in ((1, 1), (2, 7), (3, 19))
+    ]
+    return check(
+        "eos_padded_labels",
+        fn,
+        eos_padded_labels,
+        cases,
+        forbid=_NO_LABEL_HELPERS,
+        quiet=quiet,
+        hint="the first EOS of a row is real text (the target that teaches stopping); only the EOS "
+        "after it are padding. Count the EOS seen so far along each row. A row may have no EOS.",
+    )
+
+
+def naive_window_perplexity(model, ids: torch.Tensor, block_size: int, stride: int) -> float:
+    """Sliding-window perplexity by a loop over every token: token k (k >= 1) is scored once, in
+    the first window (starts 0, stride, 2·stride, ...; ``block_size`` long) that holds it, with
+    the tokens of that window before it as its context; a token that opens that window has no
+    context in it and is not scored (this happens only when stride == block_size)."""
+    total, count = 0.0, 0
+    for k in range(1, len(ids)):
+        begin = 0
+        while begin + block_size <= k:  # the first window whose end passes k
+            begin += stride
+        if begin == k:  # k opens that window: no context there (only when stride == block_size)
+            continue
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids[begin:k][None])[0, -1].double(), -1)
+        total, count = total - float(logp[ids[k]]), count + 1
+    return math.exp(total / count)
+
+
+def _window_case(run, n_tokens: int, seed: int, block_size: int, stride: int):
+    return run(LookbackLM(block_size=block_size), long_text(n_tokens, seed=seed), block_size, stride)
+
+
+def check_sliding_window_perplexity(fn, quiet: bool = False):
+    """Grade ``fn(model, ids (T,), block_size, stride) -> float`` against a loop over every token,
+    on texts of several lengths and windows that overlap, do not overlap and end part-way."""
+    cases = [
+        Case((61, 1, 16, 8), label="61 tokens, block_size 16, stride 8"),
+        Case((61, 2, 16, 5), label="61 tokens, block_size 16, stride 5 (the last window ends part-way)"),
+        Case((61, 3, 16, 16), label="61 tokens, block_size 16, stride 16 (no overlap)"),
+        Case((12, 4, 16, 4), label="a 12-token text, block_size 16"),
+        Case((40, 5, 8, 1), label="40 tokens, block_size 8, stride 1"),
+    ]
+    return check(
+        "sliding_window_perplexity",
+        lambda *args: _window_case(fn, *args),
+        lambda *args: _window_case(naive_window_perplexity, *args),
+        cases,
+        rtol=1e-9,
+        atol=0.0,
+        forbid=_NO_WINDOW_REFERENCE,
+        quiet=quiet,
+        hint="score every token once (-100 on the targets an earlier window already scored) and "
+        "combine the windows token-weighted.",
+    )

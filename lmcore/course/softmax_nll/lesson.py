@@ -1,0 +1,231 @@
+"""Notebook 01 (softmax and NLL): the widget's state, the double-softmax bug, and the exercise
+checkers. The pictures and the widget are in :mod:`lmcore.course.softmax_nll.views`.
+
+Everything a widget shows is computed by a plain function here (``softmax_state``), so it can be
+tested and shown statically; the widget (``softmax_explorer``) only wires sliders to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ... import handcalc
+from ..._validate import require_real
+from ...perplexity import nats_to_bits
+from ..checks import Case, check, random_logit_cases
+from ..checks.guard import available
+
+__all__ = [
+    "softmax_state",
+    "double_softmax",
+    "check_stable_softmax",
+    "check_nll_from_logits",
+    "mean_nll_reference",
+    "check_mean_nll",
+]
+
+_WRITE = "write it yourself, from np.exp and np.log"
+# what each exercise replaces: lmcore's own functions and the libraries' (however imported)
+_SOFTMAXES = [
+    "lmcore.handcalc.softmax",
+    "lmcore.handcalc.log_softmax",
+    "torch.softmax",
+    "torch.log_softmax",
+    "torch.nn.functional.softmax",
+    "torch.nn.functional.log_softmax",
+    "torch.Tensor.softmax",
+    "torch.Tensor.log_softmax",
+    "scipy.special.softmax",
+    "scipy.special.log_softmax",
+]
+_LOSSES = _SOFTMAXES + [
+    "lmcore.handcalc.nll",
+    "lmcore.handcalc.logsumexp",
+    "torch.logsumexp",
+    "torch.Tensor.logsumexp",
+    "torch.nn.functional.cross_entropy",
+    "torch.nn.functional.nll_loss",
+    "scipy.special.logsumexp",
+]
+
+
+def _forbid(names) -> dict[str, str]:
+    return {name: _WRITE for name in available(names)}
+
+
+def softmax_state(logits, target: int, temperature: float = 1.0) -> dict:
+    """What the softmax widget shows for ``logits`` (V,), the correct index ``target`` and a
+    ``temperature`` T > 0: the probabilities softmax(z / T), p(target), and the loss
+    -log p(target) in nats and bits."""
+    require_real("temperature", temperature, min=0, min_inclusive=False)
+    z = np.asarray(logits, dtype=np.float64) / float(temperature)
+    probs = handcalc.softmax(z)
+    loss = handcalc.nll(z, target)
+    return {
+        "probs": probs,
+        "p_target": float(probs[target]),
+        "loss_nats": loss,
+        "loss_bits": nats_to_bits(loss),
+    }
+
+
+def double_softmax(logits, target: int) -> dict:
+    """The correct loss ``F.cross_entropy(z)`` against the bug ``F.cross_entropy(softmax(z))``.
+
+    Returns both losses and both gradients with respect to the logits ``z`` (V,) (autograd,
+    float64): the bug feeds probabilities where logits belong, so they get softmaxed twice.
+    """
+    handcalc.nll(logits, target)  # validates z and target with clear errors
+    out = {}
+    for name, squash in (("right", False), ("wrong", True)):
+        z = torch.tensor(np.asarray(logits, dtype=np.float64), requires_grad=True)
+        x = torch.softmax(z, dim=-1) if squash else z
+        loss = F.cross_entropy(x[None], torch.tensor([target]))
+        loss.backward()
+        out[f"loss_{name}"] = float(loss.detach())
+        out[f"grad_{name}"] = z.grad.numpy()
+    return out
+
+
+# ---------------------------------------------------------------- exercise checkers
+
+
+def _softmax_cases(seed: int = 0) -> list[Case]:
+    cases = [
+        Case((np.array([2.0, 1.0, 0.0]),), label="z=[2, 1, 0]"),
+        Case((np.array([1000.0, 999.0, 998.0]),), label="z=[1000, 999, 998]"),
+        Case((np.array([-1000.0, 0.0, 1000.0]),), label="z=[-1000, 0, 1000]"),
+        Case((np.array([-1000.0, -1001.0]),), label="z=[-1000, -1001]"),
+        Case((np.zeros(4),), label="z=[0, 0, 0, 0]"),
+        Case((np.array([3.5]),), label="z=[3.5] (one token)"),
+    ]
+    rng = np.random.default_rng(seed)
+    for scale in (1.0, 5.0, 300.0):
+        for _ in range(3):
+            cases.append(Case((rng.normal(0.0, scale, size=int(rng.integers(2, 8))),)))
+    return cases
+
+
+def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(z) -> probabilities`` against ``lmcore.handcalc.softmax``, |z| ~ 1000 included."""
+    return check(
+        "stable softmax",
+        fn,
+        handcalc.softmax,
+        _softmax_cases(),
+        hint="subtract the largest logit before np.exp, then divide by the sum; "
+        "no entry of z - max(z) is positive, so nothing can overflow.",
+        atol=1e-9,
+        rtol=1e-6,
+        quiet=quiet,
+        forbid=_forbid(_SOFTMAXES),
+    )
+
+
+def _nll_cases(seed: int = 1) -> list[Case]:
+    cases = [
+        Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
+        Case((np.array([1000.0, 0.0]), 1), label="z=[1000, 0], y=1 (p_y underflows to 0)"),
+        Case((np.array([1000.0, 999.0, 998.0]), 0), label="z=[1000, 999, 998], y=0"),
+        Case((np.array([-1000.0, -1000.0, -1000.0]), 2), label="z=[-1000]*3, y=2"),
+        Case((np.array([0.0, 0.0, 0.0, 0.0]), 3), label="z=[0, 0, 0, 0], y=3"),
+    ]
+    return cases + random_logit_cases(seed)
+
+
+def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(z, y) -> float`` (-log softmax(z)[y], nats) against ``lmcore.handcalc.nll``."""
+    return check(
+        "NLL from logits",
+        fn,
+        handcalc.nll,
+        _nll_cases(),
+        hint="loss = logsumexp(z) - z[y], with logsumexp(z) = m + log(sum(exp(z - m))) "
+        "and m = max(z); never take log of a probability that may be 0. Natural log.",
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+        forbid=_forbid(_LOSSES),
+        ratio_hints={
+            -1.0: "the sign is flipped: the loss is minus the log-probability.",
+            1 / np.log(2): "that is bits: use the natural log.",
+        },
+    )
+
+
+def mean_nll_reference(Z, y, T: float = 1.0) -> float:
+    """The mean NLL of softmax(Z / T) over the rows of ``Z`` (N, V) whose target ``y`` (N,) is not
+    -100: ``F.cross_entropy`` in float64 (the reference the exercise is checked against)."""
+    require_real("T", T, min=0, min_inclusive=False)
+    Z, y = np.asarray(Z, dtype=np.float64), np.asarray(y)
+    if Z.ndim != 2 or y.shape != Z.shape[:1]:
+        raise ValueError(f"Z must be (N, V) and y (N,); got Z {Z.shape}, y {y.shape}.")
+    if not (y != -100).any():
+        raise ValueError("y must hold at least one target that is not -100.")
+    return float(
+        F.cross_entropy(torch.from_numpy(Z) / float(T), torch.from_numpy(y).long(), ignore_index=-100)
+    )
+
+
+def _mean_nll_cases(seed: int = 5) -> list[Case]:
+    a = np.array
+    cases = [
+        Case(
+            (
+                a([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0], [0.5, -1.0, 1.0]]),
+                a([1, -100, 0, -100]),
+                1.0,
+            ),
+            label="Z (4, 3) of small logits, y = [1, -100, 0, -100], T = 1",
+        ),
+        Case(
+            (a([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]]), a([1, 2]), 2.0),
+            label="Z = [[2, 1, 0], [0, 0, 3]], y = [1, 2], T = 2",
+        ),
+        Case(
+            (a([[1000.0, 0.0, -1000.0], [0.0, 1000.0, 999.0]]), a([1, 2]), 1.0),
+            label="Z = [[1000, 0, -1000], [0, 1000, 999]], y = [1, 2], T = 1 (p of a target underflows)",
+        ),
+        Case(
+            (a([[10.0, 9.0, 0.0], [3.0, 0.0, 1.0]]), a([2, 0]), 0.01),
+            label="Z = [[10, 9, 0], [3, 0, 1]], y = [2, 0], T = 0.01 (gaps of 1000 after dividing)",
+        ),
+        Case(
+            (a([[0.0, 5.0], [5.0, 0.0], [1.0, 2.0]]), a([-100, -100, 1]), 0.5),
+            label="Z (3, 2), y = [-100, -100, 1], T = 0.5 (one valid target)",
+        ),
+    ]
+    rng = np.random.default_rng(seed)
+    for scale, T in ((1.0, 1.0), (5.0, 0.5), (300.0, 3.0), (2.0, 0.1)):
+        N, V = int(rng.integers(2, 7)), int(rng.integers(2, 9))
+        y = rng.integers(V, size=N)
+        y[rng.random(N) < 0.4] = -100
+        y[0] = int(rng.integers(V))  # at least one valid target
+        cases.append(Case((rng.normal(0.0, scale, size=(N, V)), y, T)))
+    return cases
+
+
+def check_mean_nll(fn, *, quiet: bool = False):
+    """Grade ``fn(Z (N, V), y (N,), T) -> float``: the mean NLL at temperature T over the targets
+    that are not -100, finite at logits of 1000 and at T = 0.01, from np.exp and np.log alone."""
+    return check(
+        "mean NLL at temperature T",
+        fn,
+        mean_nll_reference,
+        _mean_nll_cases(),
+        hint=(
+            "look at which rows count, what you divide by, and where T goes.",
+            "skip the rows whose target is -100 and divide by the number of rows kept; softmax(z / T) "
+            "divides every logit by T first, then logsumexp(z / T) - z[y] / T, with the max trick.",
+        ),
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+        forbid=_forbid(_LOSSES + ["lmcore.course.softmax_nll.lesson.mean_nll_reference"]),
+        ratio_hints={
+            0.5: "did you divide by all 4 rows instead of the 2 valid targets?",
+            2.0: "did you sum instead of taking the mean over the valid targets?",
+        },
+    )

@@ -1,0 +1,9 @@
+"""Notebook 00 (start here): the code its notebook imports, one module per part.
+
+- ``lesson``
+
+The notebook imports these modules (``from lmcore.course.start.lesson import views``), the kit
+(``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
+"""
+
+__all__ = ["lesson"]

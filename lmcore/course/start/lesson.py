@@ -1,0 +1,115 @@
+"""Notebook 00: the environment check and the demonstration exercise (surprise = -ln p)."""
+
+from __future__ import annotations
+
+import math
+import platform
+
+import numpy as np
+
+from ...perplexity import nats_to_bits
+from ..checks import Case, check
+
+__all__ = [
+    "environment_report",
+    "surprise_line",
+    "surprise_reference",
+    "check_surprise",
+    "SURPRISE_PS",
+    "surprise_widget",
+]
+
+# The slider's stops: 1-2-5 steps from 0.0001 up to 0.1, then tenths, then close to 1; every
+# value the notebook's text asks about (0.5, 0.0001) is a stop, so the slider lands on it exactly.
+SURPRISE_PS = (
+    1e-4,
+    2e-4,
+    5e-4,
+    1e-3,
+    2e-3,
+    5e-3,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    0.95,
+    0.99,
+    1.0,
+)
+
+
+def environment_report() -> dict:
+    """What this kernel runs on: versions, the device training would use, widget support."""
+    import torch
+
+    try:
+        import ipywidgets
+
+        widgets = ipywidgets.__version__
+    except ImportError:  # pragma: no cover - the course's requirements install it
+        widgets = None
+    if torch.cuda.is_available():
+        device = f"cuda ({torch.cuda.get_device_name(0)})"
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        device = "mps (Apple silicon)"
+    else:
+        device = "cpu"
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "ipywidgets": widgets,
+        "device": device,
+    }
+
+
+def surprise_reference(p: float) -> float:
+    """The loss of one prediction that gave probability ``p`` to the correct token: -ln p."""
+    return -math.log(p)
+
+
+def surprise_line(p: float) -> str:
+    """What the demo widget shows for a probability ``p`` of the correct token."""
+    nats = surprise_reference(p)
+    bar = "#" * min(40, round(nats * 4))
+    return f"p(correct) = {p:.4f}  ->  loss = {nats:.3f} nats = {nats_to_bits(nats):.3f} bits  {bar}"
+
+
+def check_surprise(fn) -> bool:
+    """Grade ``fn(p) -> -ln p`` on fixed and seeded random probabilities."""
+    rng = np.random.default_rng(0)
+    fixed = [1.0, 0.5, 0.245, 0.0001]
+    cases = [Case((p,)) for p in fixed] + [Case((float(p),)) for p in rng.uniform(1e-6, 1, 8)]
+    return check(
+        "surprise",
+        fn,
+        surprise_reference,
+        cases,
+        hint="the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
+        forbid={
+            "lmcore.course.start.lesson.surprise_reference": "that is the reference: one line of math does it"
+        },
+    )
+
+
+def surprise_widget(value: float = 0.5):
+    """Display the demo widget: a slider over :data:`SURPRISE_PS` (starting at ``value``)
+    printing :func:`surprise_line` for the chosen p."""
+    import ipywidgets as widgets
+
+    from ..widgets import interact
+
+    if value not in SURPRISE_PS:
+        raise ValueError(f"value must be one of the slider's stops {SURPRISE_PS}, got {value!r}")
+    slider = widgets.SelectionSlider(
+        options=[(f"{p:g}", p) for p in SURPRISE_PS], value=value, description="p(correct)"
+    )
+    interact(lambda p: print(surprise_line(p)), p=slider, asks={"p(correct)": [0.5, 1e-4]})

@@ -1,0 +1,226 @@
+"""Notebook 08 (the training run): AdamW by hand, the phases of a loss curve, the sampling
+widget's state (:func:`sampling_state`), what a sample and a top-p filter must satisfy on any
+run, and the exercise checkers. Plots and the sampling widget: :mod:`lmcore.course.training.views`;
+exposure bias: :mod:`lmcore.course.training.exposure`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import torch
+
+from ...perplexity import bits_per_byte
+from ...sample import filter_logits, generate, next_token_distribution
+from ..checks import Case, check
+
+__all__ = [
+    "preset_for",
+    "adamw_by_hand",
+    "curve_phases",
+    "show_char",
+    "context_limit",
+    "sampling_state",
+    "top_p_properties",
+    "word_share",
+    "bits_per_char_reference",
+    "check_bits_per_char",
+    "top_p_reference",
+    "check_top_p",
+]
+
+
+def preset_for(device) -> str:
+    """The preset the notebook trains with: ``"gpu"`` on CUDA, ``"cpu"`` anywhere else."""
+    return "gpu" if torch.device(device).type == "cuda" else "cpu"
+
+
+@torch.no_grad()
+def adamw_by_hand(p, grad, *, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0, m=None, v=None, step=1):
+    """One AdamW update written out: ``(new_p, m, v)``. ``m`` (momentum) and ``v`` (squared-
+    gradient average) start at 0, ``step`` at 1. The step is ``lr * m_hat / (sqrt(v_hat) + eps)``;
+    the decay ``lr * weight_decay * p`` acts on the weight directly (decoupled)."""
+    b1, b2 = betas
+    m = (torch.zeros_like(p) if m is None else m) * b1 + (1 - b1) * grad
+    v = (torch.zeros_like(p) if v is None else v) * b2 + (1 - b2) * grad * grad
+    m_hat, v_hat = m / (1 - b1**step), v / (1 - b2**step)
+    new_p = p * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps)
+    return new_p, m, v
+
+
+def curve_phases(history, *, key: str = "val_loss") -> dict:
+    """Split a history (records with ``step`` and ``key``) into quarters of its steps: the
+    record nearest each quarter's end, the loss there, each quarter's drop and share of the
+    whole drop (a sharp early drop, a steady middle and a flat end give falling shares)."""
+    if len(history) < 5:
+        raise ValueError(f"history needs at least 5 records to split into quarters; got {len(history)}.")
+    steps = np.array([r["step"] for r in history], dtype=float)
+    loss = np.array([r[key] for r in history], dtype=float)
+    idx = [int(np.argmin(np.abs(steps - steps[0] - q * (steps[-1] - steps[0]) / 4))) for q in range(5)]
+    at = [float(loss[i]) for i in idx]
+    drops = [at[i] - at[i + 1] for i in range(4)]
+    total = at[0] - at[-1]
+    return {
+        "steps": [int(steps[i]) for i in idx],
+        "loss": at,
+        "drops": drops,
+        "shares": [d / total if total else float("nan") for d in drops],
+        "total_drop": total,
+    }
+
+
+def show_char(c: str) -> str:
+    """A printable label for one character: newline as ⏎, space as ␣, tab as ⇥."""
+    return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(c, c)
+
+
+def context_limit(model) -> int:
+    """``block_size - 1``: the longest context (prompt plus generated tokens) whose every
+    position was trained. A window of ``block_size`` tokens has targets at its first
+    ``block_size - 1`` positions only (the label shift), so the last position's prediction, and
+    its position embedding, never get a gradient."""
+    return model.config.block_size - 1
+
+
+@torch.no_grad()
+def sampling_state(
+    model,
+    tokenizer,
+    prompt: str,
+    *,
+    temperature: float = 1.0,
+    top_k=None,
+    top_p=None,
+    n_new: int = 120,
+    seed: int = 0,
+) -> dict:
+    """What the sampling widget shows: the next-token distribution after ``prompt`` before and
+    after the settings (``raw``: softmax(logits / T); ``probs``: after top-k / top-p), and a
+    sample of up to ``n_new`` tokens drawn with them from ``seed``. top_k 0 and top_p 1 mean off.
+
+    Prompt and sample stay within ``block_size - 1`` tokens (:func:`context_limit`): a training
+    window's last position has no target, so the model never learned to predict from there."""
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"prompt must be a non-empty str; got {prompt!r}.")
+    top_k = top_k or None
+    top_p = None if top_p is None or top_p >= 1 else top_p
+    ids = torch.tensor(tokenizer.encode(prompt), device=next(model.parameters()).device)
+    ids = ids[-context_limit(model) :]
+    n_new = max(0, min(n_new, context_limit(model) - len(ids)))
+    logits = model(ids[None])[0, -1].float().cpu()  # (V,)
+    raw = next_token_distribution(logits, max(temperature, 1e-6))
+    probs = next_token_distribution(logits, temperature, top_k, top_p)
+    out = generate(
+        model,
+        ids,
+        n_new,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return {
+        "raw": raw.double().numpy(),
+        "probs": probs.double().numpy(),
+        "kept": int((probs > 0).sum()),
+        "sample": tokenizer.decode(out[len(ids) :]),
+    }
+
+
+def top_p_properties(raw, kept, p: float) -> dict:
+    """What a top-p filter must satisfy, whatever the model: ``raw`` the distribution before the
+    filter, ``kept`` after it (both (V,)). ``most_likely``: the kept tokens are the k most likely
+    ones; ``reaches_p``: their raw mass is at least p; ``smallest``: without the least likely
+    kept token the mass falls below p; ``renormalised``: the kept probabilities sum to 1 and
+    keep their ratios."""
+    raw, kept = np.asarray(raw, dtype=np.float64), np.asarray(kept, dtype=np.float64)
+    mask = kept > 0
+    k = int(mask.sum())
+    order = np.argsort(-raw, kind="stable")
+    mass = float(raw[mask].sum())
+    return {
+        "kept": k,
+        "most_likely": bool(k > 0 and raw[mask].min() >= raw[order[k - 1]]),
+        "reaches_p": mass >= p - 1e-9,
+        "smallest": k > 0 and mass - raw[mask].min() < p,
+        "renormalised": bool(abs(kept.sum() - 1) < 1e-6 and np.allclose(kept[mask], raw[mask] / mass)),
+    }
+
+
+def word_share(text: str, vocabulary) -> float:
+    """The share of the words in ``text`` (runs of 2+ letters) that occur in ``vocabulary`` (a
+    set of words, e.g. ``set(re.findall("[A-Za-z]{2,}", training_text))``); NaN for no words."""
+    words = re.findall(r"[A-Za-z]{2,}", text)
+    return sum(w in vocabulary for w in words) / len(words) if words else float("nan")
+
+
+# ---------------------------------------------------------------- exercise checkers
+
+
+def bits_per_char_reference(loss_nats: float, n_tokens: int, n_chars: int) -> float:
+    """Bits per character of a text: mean loss (nats per token) x tokens / characters / ln 2."""
+    return bits_per_byte(loss_nats * n_tokens, n_chars)
+
+
+def check_bits_per_char(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(loss_nats, n_tokens, n_chars) -> bits per character``."""
+    rng = np.random.default_rng(8)
+    cases = [
+        Case((2.5, 1000, 1000), label="2.5 nats/char, character level"),
+        Case((math.log(2), 10, 10), label="ln 2 nats per char (one bit)"),
+        Case((2.0, 1000, 3940), label="2.0 nats/token, 3.94 chars per token"),
+    ]
+    cases += [
+        Case((float(rng.uniform(0.1, 5)), int(n), int(n * rng.uniform(1, 5))))
+        for n in rng.integers(10, 10_000, 6)
+    ]
+    return check(
+        "bits per character",
+        fn,
+        bits_per_char_reference,
+        cases,
+        hint="total nats = loss x n_tokens; spread them over n_chars; nats / ln 2 = bits.",
+        atol=1e-9,
+        rtol=1e-9,
+        quiet=quiet,
+    )
+
+
+def top_p_reference(probs: torch.Tensor, p: float) -> torch.Tensor:
+    """Top-p through ``lmcore.sample.filter_logits``: keep the most likely tokens until their
+    mass reaches ``p`` (the token that crosses p stays), zero the rest, renormalise."""
+    return torch.softmax(filter_logits(probs.double().log(), top_p=p), dim=-1)
+
+
+def _top_p_cases(seed: int = 8) -> list[Case]:
+    t = lambda *v: torch.tensor(v, dtype=torch.float64)
+    cases = [
+        Case((t(0.5, 0.3, 0.15, 0.05), 0.7), label="probs [0.5, 0.3, 0.15, 0.05], p = 0.7"),
+        Case((t(0.1, 0.6, 0.3), 0.65), label="probs [0.1, 0.6, 0.3] (unsorted), p = 0.65"),
+        Case((t(0.2, 0.7, 0.1), 0.5), label="probs [0.2, 0.7, 0.1], p = 0.5 (top token alone)"),
+        Case((t(0.25, 0.25, 0.25, 0.25), 1.0), label="uniform, p = 1.0 (keep all)"),
+    ]
+    g = torch.Generator().manual_seed(seed)
+    for V in (5, 12, 50, 103):
+        for p in (0.3, 0.9):
+            w = torch.rand(V, generator=g, dtype=torch.float64) ** 3  # skewed, no ties
+            cases.append(Case((w / w.sum(), p), label=f"a random distribution over {V} tokens, p = {p}"))
+    return cases
+
+
+def check_top_p(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(probs (V,), p) -> filtered, renormalised probs (V,)`` against lmcore.sample."""
+    return check(
+        "top-p filter",
+        fn,
+        top_p_reference,
+        _top_p_cases(),
+        hint="sort descending; keep a token if the mass *before* it is < p (so the token "
+        "that crosses p stays); zero the others, in the original order; divide by "
+        "the kept mass.",
+        atol=1e-9,
+        rtol=1e-7,
+        quiet=quiet,
+    )

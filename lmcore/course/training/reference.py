@@ -1,0 +1,175 @@
+"""Notebook 08's reference run: the ``cpu`` preset's run, trained once and committed with lmcore
+(``lmcore/course/training/reference_run/``), so that grading (and a learner on a slow machine who asks for
+it) need not repeat 1,500 steps that no graded exercise depends on.
+
+``reference_run(out_dir, corpus)`` returns what :func:`lmcore.train.train` would have returned
+(a :class:`lmcore.train.TrainResult`) and leaves ``checkpoint.pt`` (and ``best.pt``) in
+``out_dir``, as the run would have. The committed checkpoint keeps the weights exactly and AdamW's
+two moments in bfloat16 (a third of the size; a run resumed from it continues from rounded
+moments, not bit for bit). :func:`use_reference_run` decides: asked for, or under nbgrader's
+autograder, and only where the run fits (the ``cpu`` preset, the same vocabulary).
+
+``python -m lmcore.course.training.reference RUN_DIR`` writes the folder from a finished run of
+``python -m lmcore.train --preset cpu --out RUN_DIR``; ``tests/course/test_training_reference.py``
+checks it against the preset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+
+from ...train import TrainConfig, TrainResult, load_checkpoint, load_model, save_checkpoint
+from ...train.checkpoint import tokenizer_state
+from ...train.resume import copy_checkpoint
+from ..autograding import grading
+
+__all__ = [
+    "REFERENCE_DIR",
+    "REFERENCE_PRESET",
+    "corpus_fingerprint",
+    "reference_info",
+    "reference_fits",
+    "use_reference_run",
+    "reference_run",
+    "write_reference_run",
+]
+
+REFERENCE_DIR = Path(__file__).resolve().with_name("reference_run")
+REFERENCE_PRESET = "cpu"
+_FILES = ("checkpoint.pt", "best.pt")
+
+
+def corpus_fingerprint(corpus) -> str:
+    """SHA-256 of the corpus's token ids (int64): equal only for the very same text and vocabulary."""
+    return hashlib.sha256(corpus.ids.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()
+
+
+def reference_info(source=REFERENCE_DIR) -> dict:
+    """What ``reference.json`` records: the preset, the corpus fingerprint, where it was trained."""
+    path = Path(source) / "reference.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no reference run at {source} (reference.json missing).")
+    return json.loads(path.read_text())
+
+
+def reference_fits(corpus, preset_name: str, source=REFERENCE_DIR) -> str | None:
+    """None if the reference run can stand in for this run; else why not, in words."""
+    if preset_name != REFERENCE_PRESET:
+        return f"the reference run is the {REFERENCE_PRESET!r} preset's; this machine trains {preset_name!r}"
+    try:
+        info = reference_info(source)
+    except FileNotFoundError as err:
+        return str(err)
+    if info.get("tokenizer") != tokenizer_state(corpus.tokenizer):
+        return "this Python's help text has another vocabulary than the one the reference run was trained on"
+    return None
+
+
+def use_reference_run(requested, corpus, preset_name: str, source=REFERENCE_DIR, *, log=print) -> bool:
+    """True when notebook 08 should load the reference run instead of training: ``requested``
+    (the notebook's ``USE_REFERENCE_RUN``) or under nbgrader's autograder, and the run fits
+    (:func:`reference_fits`; if it does not, says why and returns False: the notebook trains)."""
+    if not isinstance(requested, bool):
+        raise TypeError(f"requested must be True or False; got {requested!r}.")
+    if not (requested or grading()):
+        return False
+    why = reference_fits(corpus, preset_name, source)
+    if why is not None:
+        log(f"training after all: {why}.")
+        return False
+    return True
+
+
+def _config(state: dict) -> TrainConfig:
+    known = {f.name for f in fields(TrainConfig)}
+    kwargs = {k: v for k, v in state.items() if k in known}
+    kwargs["betas"] = tuple(kwargs.get("betas", (0.9, 0.99)))
+    return TrainConfig(**kwargs)
+
+
+def reference_run(out_dir, corpus, device="cpu", source=REFERENCE_DIR) -> TrainResult:
+    """The committed run as :func:`lmcore.train.train` returns it, its checkpoints copied into
+    ``out_dir`` (``checkpoint.pt``, and ``best.pt`` at the lowest validation loss)."""
+    source, out_dir = Path(source), Path(out_dir)
+    why = reference_fits(corpus, REFERENCE_PRESET, source)
+    if why is not None:
+        raise ValueError(f"the reference run does not fit this corpus: {why}.")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in _FILES:
+        if (source / name).exists():
+            copy_checkpoint(source / name, out_dir / name)
+    if not (source / "best.pt").exists():
+        copy_checkpoint(out_dir / "checkpoint.pt", out_dir / "best.pt")  # the last record was the best
+    model, _, ck = load_model(out_dir / "checkpoint.pt", map_location=device)
+    return TrainResult(
+        model,
+        list(ck["history"]),
+        status="finished",
+        corpus=corpus,
+        config=_config(ck["train_config"]),
+        best_step=ck["best_step"],
+        best_val_loss=ck["best_val_loss"],
+        best_path=out_dir / "best.pt",
+    )
+
+
+def _compact(src: Path, dst: Path) -> dict:
+    """Copy a checkpoint with AdamW's moments in bfloat16 (weights and everything else as they are)."""
+    ck = load_checkpoint(src)
+    for state in ck["optimizer"]["state"].values():
+        for key in ("exp_avg", "exp_avg_sq"):
+            if key in state:
+                state[key] = state[key].to(torch.bfloat16)
+    ck.pop("format", None)
+    save_checkpoint(dst, **ck)
+    return ck
+
+
+def write_reference_run(run_dir, corpus, dest=REFERENCE_DIR) -> Path:
+    """Write ``dest`` from a finished run in ``run_dir`` (its ``checkpoint.pt``, ``best.pt``):
+    the checkpoints (compacted), ``history.json`` and ``reference.json``."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    ck = _compact(run_dir / "checkpoint.pt", dest / "checkpoint.pt")
+    if ck["best_step"] != ck["step"]:
+        _compact(run_dir / "best.pt", dest / "best.pt")
+    else:
+        (dest / "best.pt").unlink(missing_ok=True)
+    (dest / "history.json").write_text(json.dumps(ck["history"], indent=1) + "\n")
+    info = {
+        "preset": REFERENCE_PRESET,
+        "corpus": ck["train_config"]["corpus"],
+        "corpus_sha256": corpus_fingerprint(corpus),
+        "tokenizer": tokenizer_state(corpus.tokenizer),
+        "steps": ck["step"],
+        "best_step": ck["best_step"],
+        "trained_with": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "machine": platform.machine(),
+        },
+    }
+    (dest / "reference.json").write_text(json.dumps(info, indent=1) + "\n")
+    return dest
+
+
+def main(argv=None) -> int:
+    from ...data import load_corpus
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m lmcore.course.training.reference RUN_DIR  (a finished cpu-preset run)")
+    ck = load_checkpoint(Path(argv[0]) / "checkpoint.pt")
+    print(f"wrote {write_reference_run(argv[0], load_corpus(ck['train_config']['corpus']))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
