@@ -17,6 +17,7 @@ from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..shift import position_ids_from_attention_mask
 from ..train.devices import cpu_threads
+from ..train.optim import configure_optimizer
 
 __all__ = [
     "PAD",
@@ -110,6 +111,9 @@ def toy_gpt(
     return (model if dtype is None else model.to(dtype)).eval()
 
 
+_FIT_BETAS = (0.9, 0.999)  # torch's AdamW default, with which every toy fit of the course was measured
+
+
 def _default_loss(model, batch):
     ids, labels = batch if isinstance(batch, (tuple, list)) else (batch, batch)
     return causal_lm_loss(model(ids), labels)
@@ -128,6 +132,9 @@ def fit(
 ) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps and return the loss of each step (floats).
 
+    The optimiser is lmcore's own (:func:`lmcore.train.optim.configure_optimizer`: weight decay
+    on matrices only, never biases or LayerNorm gains) with betas (0.9, 0.999), torch's default.
+
     ``batch_fn(step)`` gives step ``step``'s batch: input ids (N, L) (labels = the ids), or a
     tuple ``(input_ids, labels)``, or anything ``loss_fn(model, batch) -> scalar loss``
     understands (default: ``causal_lm_loss(model(input_ids), labels)``, which shifts inside).
@@ -137,7 +144,7 @@ def fit(
     """
     require_int_scalar("steps", steps, min=1)
     loss_fn = _default_loss if loss_fn is None else loss_fn
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = configure_optimizer(model, lr=lr, weight_decay=weight_decay, betas=_FIT_BETAS)
     was_training, losses = model.training, []
     model.train()
     try:

@@ -198,3 +198,18 @@ def test_fit_takes_labels_or_a_loss_fn_and_checks_steps():
     assert model.training
     with pytest.raises(ValueError, match="steps"):
         T.fit(model, lambda s: ids, steps=0, lr=1e-3)
+
+
+def test_fit_uses_lmcores_optimiser_decaying_matrices_only():
+    """With zero gradients AdamW's step is decay alone, p <- p (1 - lr wd): matrices shrink by
+    that factor each step, vectors (biases, LayerNorm gains) stay (configure_optimizer's groups)."""
+    model = T.toy_gpt(9, init_std=0.3, dtype=torch.float64)
+    before = {k: p.detach().clone() for k, p in model.named_parameters()}
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    lr, wd, steps = 0.1, 0.5, 3
+    T.fit(model, lambda s: ids, steps=steps, lr=lr, weight_decay=wd, loss_fn=lambda m, x: 0.0 * m(x).sum())
+    for k, p in model.named_parameters():
+        factor = (1 - lr * wd) ** steps if p.dim() >= 2 else 1.0
+        assert torch.allclose(p, before[k] * factor, rtol=0, atol=1e-12), k
+    with pytest.raises(ValueError, match="lr"):
+        T.fit(model, lambda s: ids, steps=1, lr=0.0)
