@@ -1,13 +1,18 @@
 """Notebook 09 (the loss floor): the code its notebook imports, one module per part.
 
-- ``lesson``
-- ``exercises``
-- ``run``
-- ``sums``
-- ``tokens``
-- ``views``
+- ``lesson``: entropy and KL and the exact per-token floor of chat arithmetic (the exercise
+  checkers live in :mod:`lmcore.course.floor.exercises`, the training ....
+- ``exercises``: exercises: the entropy of a distribution, the KL gap of a model, and the loss
+  floor of a generator the notebook has not shown (subtraction with ....
+- ``run``: the floor run: a small float64 GPT trained on chat arithmetic, whose loss the
+  notebook compares with the exact floor of ....
+- ``sums``: did the floor model learn to add, or a table of 100 sums? Every sum of 0..9 + 0..9
+  occurs in the training turns dozens of times, and the ....
+- ``tokens``: the floor token by token.
+- ``views``: pictures and widget: the floor run against H(p), the per-slot breakdown, and the
+  operand-range explorer (a short cached run per setting, ....
 
-The notebook imports these modules (``from lmcore.course.floor.lesson import views``), the kit
+The notebook imports these modules (``from lmcore.course.floor import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 

@@ -1,14 +1,21 @@
 """Notebook 10 (what the loss rewards): the code its notebook imports, one module per part.
 
-- ``lesson``
-- ``compute``
-- ``data``
-- ``duplicates``
-- ``exercises``
-- ``guard``
-- ``views``
+- ``lesson``: tiny worlds of facts, the runs trained on them, the probes that score one answer,
+  and the set-loss exercise checker.
+- ``compute``: compute and generation: what one training step costs (C = 6 N D, counted by
+  PyTorch's FLOP counter), how many targets a causal and a masked LM get ....
+- ``data``: data policy: how much context the targets of a block get, how many targets a padded
+  or packed batch really scores, and the char-level runs on the ....
+- ``duplicates``: duplicated data: a training set of fixed size in which a fraction of the
+  characters is one slice repeated, the rest distinct text, trained for the ....
+- ``exercises``: exercises: a loss that accepts several right answers (stable at logits near
+  1000), the context coverage of a row, and the same coverage in a ....
+- ``guard``: exercises: while a check runs the learner's function, the course's reference
+  functions named for that exercise raise instead of answering, and ....
+- ``views``: pictures and widget: answer losses per kind of fact, the data-policy explorer
+  (block length and context needed -> coverage; padded vs packed ....
 
-The notebook imports these modules (``from lmcore.course.rewards.lesson import views``), the kit
+The notebook imports these modules (``from lmcore.course.rewards import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 

@@ -1,9 +1,10 @@
 """Notebook 01 (softmax and NLL): the code its notebook imports, one module per part.
 
-- ``lesson``
-- ``views``
+- ``lesson``: the widget's state, the double-softmax bug, and the exercise checkers.
+- ``views``: the pictures: the softmax bars, the -ln p curve, the double-softmax curves, and the
+  explorer widget that redraws the bars live.
 
-The notebook imports these modules (``from lmcore.course.softmax_nll.lesson import views``), the kit
+The notebook imports these modules (``from lmcore.course.softmax_nll import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 

@@ -1,13 +1,18 @@
 """Notebook 08 (the training run): the code its notebook imports, one module per part.
 
-- ``lesson``
-- ``reference``
-- ``run``
-- ``views``
-- ``exposure``
-- ``exposure_views``
+- ``lesson``: AdamW by hand, the phases of a loss curve, the sampling widget's state
+  (:func:`sampling_state`), what a sample and a top-p filter must satisfy on ....
+- ``reference``: reference run: the ``cpu`` preset's run, trained once and committed with lmcore
+  (``lmcore/course/training/reference_run/``), so that grading (and ....
+- ``run``: view of whichever corpus its preset trains on: the same few questions asked of a one-
+  stream text corpus (``python-docs``, the ``cpu`` preset) and ....
+- ``views``: plots and the sampling widget: the loss curves of a run (with ln V, the unigram
+  entropy and the phases of ....
+- ``exposure``: exposure bias measured.
+- ``exposure_views``: the plots of the exposure-bias measurements of
+  :mod:`lmcore.course.training.exposure`.
 
-The notebook imports these modules (``from lmcore.course.training.lesson import views``), the kit
+The notebook imports these modules (``from lmcore.course.training import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
