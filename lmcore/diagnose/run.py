@@ -129,31 +129,14 @@ def _settings(forward, loss_fn, **kw) -> _Settings:
     smoothing = require_real("label_smoothing", kw["label_smoothing"], min=0, max=1)
     z_coef = require_real("z_loss", kw["z_loss"], min=0)
     ratio = require_real("num_items_ratio", kw["num_items_ratio"], min=0, min_inclusive=False)
-    aux_loss, pretrained = (
-        require_bool("aux_loss", kw["aux_loss"]),
-        require_bool("pretrained", kw["pretrained"]),
-    )
-    left_padding, unscored = require_bool("left_padding", kw["left_padding"]), kw["unscored"]
+    flags = {name: require_bool(name, kw[name]) for name in ("aux_loss", "pretrained", "left_padding")}
+    unscored = kw["unscored"]
     if unscored is not None and not callable(unscored):
         raise TypeError(
             "unscored must be None or a callable (input_ids, attention_mask) -> bool (N, L), True "
             f"at tokens that are not targets on purpose; got {type(unscored).__name__}."
         )
-    return _Settings(
-        V,
-        L,
-        pad_id,
-        eos_id,
-        seed,
-        tol,
-        smoothing,
-        z_coef,
-        ratio,
-        aux_loss,
-        pretrained,
-        left_padding,
-        unscored,
-    )
+    return _Settings(V, L, pad_id, eos_id, seed, tol, smoothing, z_coef, ratio, **flags, unscored=unscored)
 
 
 def _real_ids(s: _Settings) -> torch.Tensor:
