@@ -2,28 +2,24 @@
 floor of a generator the notebook has not shown (subtraction with ``b <= a``), and the floor of
 a model that ignores context.
 
-Each checker runs the learner's function with NumPy's floating-point warnings silenced and
-Python warnings caught (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test
-cell that writes to stderr scores 0 under nbgrader), and refuses a call to the course's own
-``entropy``, ``cross_entropy`` or ``kl_divergence`` during it.
+Each checker is :func:`lmcore.course.checks.check`: the learner's function runs with warnings
+captured (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test cell that writes
+to stderr scores 0 under nbgrader), and with ``forbid=`` a call to the course's own
+``entropy``, ``cross_entropy`` or ``kl_divergence`` (or the exercise's reference) fails it.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
 
 import numpy as np
 
 from ...data.tokenizers import ChatTokenizer
 from ..checks import Case, check
-from . import lesson as _floor
 
 __all__ = [
     "subtraction_turns",
     "subtraction_floor",
-    "own_work",
     "check_entropy",
     "check_kl_gap",
     "check_subtraction_floor",
@@ -32,30 +28,13 @@ __all__ = [
 ]
 
 _TOK = ChatTokenizer()
-_REFERENCES = ("entropy", "cross_entropy", "kl_divergence")
-
-
-def own_work(fn, refused=_REFERENCES):
-    """``fn`` wrapped so that, during its call, the course functions named in ``refused`` raise
-    and NumPy / Python warnings go nowhere (a right answer never writes to stderr)."""
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        before = set(_floor._REFUSED)
-        _floor._REFUSED.update(refused)
-        try:
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                return fn(*args, **kwargs)
-        finally:
-            _floor._REFUSED.clear()
-            _floor._REFUSED.update(before)
-
-    return call
+_REFERENCES = tuple(f"lmcore.course.floor.lesson.{n}" for n in ("entropy", "cross_entropy", "kl_divergence"))
 
 
 def _grade(title: str, fn, reference, cases, hint: str, quiet: bool) -> bool:
-    return check(title, own_work(fn), reference, cases, atol=1e-9, rtol=1e-7, hint=hint, quiet=quiet)
+    return check(
+        title, fn, reference, cases, atol=1e-9, rtol=1e-7, hint=hint, quiet=quiet, forbid=_REFERENCES
+    )
 
 
 def _prob_cases(seed: int, pairs: bool) -> list[Case]:
@@ -129,7 +108,6 @@ def subtraction_floor(high: int = 9) -> float:
     """The loss floor, in nats per target, of a long corpus from :func:`subtraction_turns`:
     E[-ln p(turn)] / E[targets per turn], each turn's targets being its tokens after
     ``<user>`` plus EOS (as the chat corpus counts them), enumerated over every (a, b)."""
-    _floor._refuse("subtraction_floor")
     high = _high(high)
     nats = targets = 0.0
     for a in range(high + 1):
@@ -151,13 +129,14 @@ def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
     cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 25, 99)]
     return check(
         "loss floor of the subtraction generator",
-        own_work(fn, _REFERENCES + ("subtraction_floor",)),
+        fn,
         subtraction_floor,
         cases,
         atol=1e-9,
         rtol=1e-7,
         hint=hint,
         quiet=quiet,
+        forbid=_REFERENCES + ("lmcore.course.floor.exercises.subtraction_floor",),
     )
 
 
@@ -169,7 +148,6 @@ def context_free_floor(high: int = 9) -> float:
     distribution whatever came before, on a long corpus of ``<user> a + b = <assistant> c .``
     turns (a, b uniform on 0..high): the entropy of the targets' token frequencies (every token
     after ``<user>``, plus EOS), enumerated over every (a, b)."""
-    _floor._refuse("context_free_floor")
     high = _high(high)
     counts = np.zeros(len(_TOK.VOCAB))
     for a in range(high + 1):
@@ -189,11 +167,12 @@ def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
     cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 99)]
     return check(
         "loss floor of a model that ignores context",
-        own_work(fn, _REFERENCES + ("context_free_floor",)),
+        fn,
         context_free_floor,
         cases,
         atol=1e-9,
         rtol=1e-7,
         hint=hint,
         quiet=quiet,
+        forbid=_REFERENCES + ("lmcore.course.floor.exercises.context_free_floor",),
     )

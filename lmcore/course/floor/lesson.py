@@ -36,14 +36,6 @@ SLOTS = ("a", "op", "b", "=", "<assistant>", "c", ".", "EOS")  # c: the answer's
 RANGES = (1, 2, 4, 9, 19, 49, 99)  # operands 0..high in the widget
 
 
-_REFUSED: set[str] = set()  # names a learner's exercise call may not use (floor_exercises)
-
-
-def _refuse(name: str) -> None:
-    if name in _REFUSED:
-        raise RuntimeError(f"this exercise asks for your own code, not a call to lmcore's {name}()")
-
-
 def _dist(name, p):
     p = np.asarray(p, dtype=np.float64)
     if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or abs(p.sum() - 1) > 1e-9:
@@ -53,7 +45,6 @@ def _dist(name, p):
 
 def entropy(p) -> float:
     """H(p) = -sum p ln p in nats, with 0 ln 0 = 0."""
-    _refuse("entropy")
     p = _dist("p", p)
     nz = p > 0
     return float(-(p[nz] * np.log(p[nz])).sum())
@@ -69,14 +60,12 @@ def _pair(p, q):
 
 def cross_entropy(p, q) -> float:
     """-sum p ln q in nats: the expected loss of a model q on data drawn from p."""
-    _refuse("cross_entropy")
     p, q = _pair(p, q)
     return float(-(p * np.log(q)).sum()) if np.all(q > 0) else math.inf
 
 
 def kl_divergence(p, q) -> float:
     """KL(p || q) = sum p ln(p / q) in nats = cross_entropy(p, q) - entropy(p) >= 0."""
-    _refuse("kl_divergence")
     p, q = _pair(p, q)
     return float((p * np.log(p / q)).sum()) if np.all(q > 0) else math.inf
 
