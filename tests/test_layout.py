@@ -119,7 +119,8 @@ def test_the_course_folder_holds_the_kit_and_one_package_per_topic():
     for topic in TOPIC_NAMES:  # an __init__ that says what is inside and exports its parts
         init = MODULES[f"lmcore.course.{topic}"].read_text()
         parts = {m.rpartition(".")[2] for m in TOPICS if _topic(m) == topic}
-        assert ast.get_docstring(ast.parse(init)) and all(f"``{p}``" in init for p in parts), topic
+        unnamed = sorted(p for p in parts if f"``{p}``" not in init)
+        assert ast.get_docstring(ast.parse(init)) and not unnamed, f"{topic}/__init__ does not name {unnamed}"
 
 
 @pytest.mark.parametrize("name", TOPICS)
@@ -172,3 +173,27 @@ def test_topic_computation_modules_do_not_import_plotting_at_the_top(name):
     top = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     top |= {(n.module or "").split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom)}
     assert not top & {"matplotlib", "ipywidgets"}, f"{name}: plots and widgets go in a views module"
+
+
+def test_the_top_of_lmcore_holds_at_most_ten_modules():
+    top = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(top) <= 10, (
+        f"{len(top)} modules directly in lmcore/ (a concept with parts is a package): {top}"
+    )
+
+
+def _long_functions(limit: int = 80) -> list[str]:
+    out = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    out.append(f"{name}.{node.name}: {length} lines")
+    return out
+
+
+def test_no_function_in_lmcore_is_longer_than_80_lines():
+    assert not _long_functions(), "functions that should read as a page of named steps: " + "; ".join(
+        _long_functions()
+    )
