@@ -48,6 +48,28 @@ class TrainConfig:
 
 
 PRESETS = {
+    # The notebooks' small CPU runs (09's floor run, 10's tiny worlds): a 2-layer, 32-wide GPT on
+    # rows of 32 tokens, 300 steps, float32 on one CPU thread, every field spelled out; a notebook
+    # names only what it changes (corpus, batch size, learning rates, evaluation).
+    "tiny": TrainConfig(
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        block_size=32,
+        dropout=0.0,
+        grad_accum=1,
+        max_steps=300,
+        warmup_steps=20,
+        weight_decay=0.1,
+        betas=(0.9, 0.99),
+        grad_clip=1.0,
+        seed=0,
+        device="cpu",
+        dtype="float32",
+        compile=False,
+        num_threads=1,
+        progress=False,
+    ),
     "smoke": TrainConfig(
         n_layer=1,
         n_embd=32,

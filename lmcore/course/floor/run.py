@@ -10,34 +10,38 @@ import torch
 from ...data import load_corpus
 from ...model import GPT
 from ...train import train
-from ...train.presets import TrainConfig, model_config
+from ...train.presets import model_config, preset
 
 __all__ = ["floor_config", "float64_run", "train_floor_run", "short_curve"]
 
 
 def floor_config(**overrides):
-    """The notebook's run: a 2-layer, 32-wide GPT, 300 steps of 64 rows of 32 tokens, on the
-    CPU with one thread (a few seconds); every field spelled out, ``overrides`` go on top."""
-    model = dict(corpus="chat-arithmetic", n_layer=2, n_head=2, n_embd=32, block_size=32, dropout=0.0)
-    batches = dict(batch_size=64, grad_accum=1, max_steps=300, eval_interval=25, eval_batches=8, seed=0)
-    optimiser = dict(
-        lr=1.5e-2, min_lr=1.5e-3, warmup_steps=20, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0
+    """The notebook's run: the ``tiny`` preset (a 2-layer, 32-wide GPT, 300 steps, one CPU thread)
+    on chat arithmetic with 64 rows per step; ``overrides`` go on top."""
+    base = dict(
+        corpus="chat-arithmetic", batch_size=64, lr=1.5e-2, min_lr=1.5e-3, eval_interval=25, eval_batches=8
     )
-    machine = dict(device="cpu", dtype="float32", compile=False, num_threads=1, progress=False)
-    base = {**model, **batches, **optimiser, **machine}
-    return TrainConfig(**{**base, **overrides})
+    return preset("tiny", **{**base, **overrides})
 
 
-def float64_run(corpus, seed: int, overrides: dict):
-    """:func:`lmcore.train.train` of :func:`floor_config` on ``corpus`` with a float64 GPT."""
+def float64_run(corpus, seed: int, overrides: dict, callback=None):
+    """:func:`lmcore.train.train` of :func:`floor_config` on ``corpus`` with a float64 GPT;
+    ``callback(step, model)`` runs after every step (it must not consume random numbers)."""
     cfg = floor_config(seed=seed, **overrides)
     torch.manual_seed(seed)
     model = GPT(model_config(cfg, corpus.vocab_size)).double()
-    return train(cfg, corpus, model=model)
+    return train(cfg, corpus, model=model, callback=callback)
 
 
 def train_floor_run(
-    *, low: int = 0, high: int = 9, ops=("+",), n_documents: int = 4000, seed: int = 0, **overrides
+    *,
+    low: int = 0,
+    high: int = 9,
+    ops=("+",),
+    n_documents: int = 4000,
+    seed: int = 0,
+    callback=None,
+    **overrides,
 ):
     """Train on ``n_documents`` chat-arithmetic turns; returns :class:`lmcore.train.TrainResult`
     (its ``corpus`` has the validation turns).
@@ -49,7 +53,7 @@ def train_floor_run(
     corpus = load_corpus(
         "chat-arithmetic", n_documents=n_documents, seed=seed, low=low, high=high, ops=tuple(ops)
     )
-    return float64_run(corpus, seed, overrides)
+    return float64_run(corpus, seed, overrides, callback)
 
 
 _CURVES: dict = {}
