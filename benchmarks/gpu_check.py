@@ -121,7 +121,7 @@ def write_curve(path: Path, history) -> None:
 def try_plot(history, ln_v, entropy, title, path: Path) -> bool:
     """The loss-curve PNG where matplotlib imports; False (and nothing written) where it does not."""
     try:
-        import matplotlib.pyplot  # noqa: F401  (training_views imports it only when it plots)
+        import matplotlib.pyplot  # noqa: F401  (training.views imports it only when it plots)
 
         from lmcore.course.training.views import plot_loss_curves
     except ImportError:

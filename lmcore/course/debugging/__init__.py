@@ -1,6 +1,6 @@
 """Notebook 07 (debugging label bugs): the code its notebook imports, one module per part.
 
-- ``lesson``: each pipeline of ``debugging_pipelines`` trained a few steps with a tiny GPT, the
+- ``lesson``: each pipeline of ``pipelines`` trained a few steps with a tiny GPT, the
   verdicts on its loss, and its diagnosis by ``run_checks``.
 - ``data``: toy task: the documents, the batches every pipeline trains on, and the loss floor.
 - ``exercises``: two exercises and their checkers.

@@ -1,8 +1,8 @@
-"""Notebook 07 (debugging label bugs): each pipeline of ``debugging_pipelines`` trained a few
+"""Notebook 07 (debugging label bugs): each pipeline of ``pipelines`` trained a few
 steps with a tiny GPT, the verdicts on its loss, and its diagnosis by ``run_checks``. The toy
-task (documents, batches, entropy floor): ``debugging_data``; the measurements for the bugs
-``run_checks`` cannot see: ``debugging_measure``. Figures and the widget: ``debugging_views``;
-the two exercises and their checkers: ``debugging_exercises``. The names of the task and of the
+task (documents, batches, entropy floor): ``data``; the measurements for the bugs
+``run_checks`` cannot see: ``measure``. Figures and the widget: ``views``;
+the two exercises and their checkers: ``exercises``. The names of the task and of the
 table are importable from here too, as notebook 07 uses them (``D.documents``, ``D.V``).
 """
 

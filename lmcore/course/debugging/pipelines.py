@@ -1,6 +1,6 @@
 """Notebook 07's pipelines: the classic ways to train where "the loss falls but the target is
 wrong", each a row of ``PIPELINES`` (how batches are built, how the GPT is called, which loss).
-The losses themselves: ``debugging_losses``."""
+The losses themselves: ``losses``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Notebook 09 (the loss floor): entropy and KL and the exact per-token floor of chat arithmetic
 (the exercise checkers live in :mod:`lmcore.course.floor.exercises`, the training run in
-:mod:`lmcore.course.floor.run`, the per-target scoring in ``floor_tokens``, plots and the widget
-in ``floor_views``).
+:mod:`lmcore.course.floor.run`, the per-target scoring in ``tokens``, plots and the widget
+in ``views``).
 
 The floor is exact: :func:`lmcore.data.chat_arithmetic_entropy` for the whole corpus, and
 :func:`oracle_probs` (every turn enumerated) for each token, so a trained model's loss can be

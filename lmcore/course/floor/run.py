@@ -1,6 +1,6 @@
 """Notebook 09, the floor run: a small float64 GPT trained on chat arithmetic, whose loss the
 notebook compares with the exact floor of :mod:`lmcore.course.floor.lesson`, and the cached short runs
-behind the floor explorer (``floor_views``).
+behind the floor explorer (``views``).
 """
 
 from __future__ import annotations

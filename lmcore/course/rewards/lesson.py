@@ -1,6 +1,6 @@
 """Notebook 10 (what the loss rewards): tiny worlds of facts, the runs trained on them, the
 probes that score one answer, and the set-loss exercise checker. Data policy lives in
-:mod:`.rewards_data`, compute and exposure bias in :mod:`.rewards_compute`.
+``data``, compute and exposure bias in ``compute``.
 
 Each world is a :class:`lmcore.data.DocumentCorpus` of short word-level documents such as
 ``P3 lives_in C7 .`` (one token per word, :class:`lmcore.course.toys.WordTokenizer`: PAD 0,
