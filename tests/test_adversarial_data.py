@@ -263,6 +263,7 @@ DOC_CORPUS = DocumentCorpus("c", CHAT, [CHAT.encode("<user> 1 + 2 = <assistant> 
         (lambda c: list(c.eval_batches("train", 0, 16)), ValueError, "batch_size"),
         (lambda c: list(c.eval_batches("train", 2.5, 16)), TypeError, "batch_size"),
         (lambda c: list(c.eval_batches("train", 2, 0)), ValueError, "block_size"),
+        (lambda c: list(c.eval_batches("train", 2, 1)), ValueError, "block_size"),  # no target
         (lambda c: list(c.eval_batches("train", 2, 16, 0)), ValueError, "max_batches"),
         (lambda c: list(c.eval_batches("train", 2, 16, True)), TypeError, "max_batches"),
         (lambda c: list(c.eval_batches("train", 2, 16, 1.5)), TypeError, "max_batches"),

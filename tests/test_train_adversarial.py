@@ -230,6 +230,7 @@ def test_evaluate_refuses_bad_arguments(chat, name, value, exc):
     kw = {"batch_size": 4, "max_batches": 1, "block_size": 32, "split": "val", name: value}
     with pytest.raises(exc, match=name):
         evaluate(model, chat, kw.pop("split"), **kw)
+    assert model.training  # the corpus refuses (eval_args); evaluate gives the mode back
 
 
 def test_evaluate_on_a_split_shorter_than_block_size():

@@ -32,9 +32,13 @@ def unigram_entropy(ids, vocab_size: int | None = None) -> float:
 
 
 def eval_args(batch_size, block_size, max_batches):
-    """``(batch_size, block_size, max_batches)`` checked: ints >= 1, ``max_batches`` or None."""
+    """``(batch_size, block_size, max_batches)`` checked: ints >= 1 (``block_size`` >= 2, a row
+    with a target), ``max_batches`` or None. The one check of the evaluation arguments, which
+    :func:`lmcore.train.evaluate` leaves to the corpus."""
     batch_size = require_positive_int("batch_size", batch_size)
-    block_size = require_positive_int("block_size", block_size)
+    block_size = require_int_scalar(
+        "block_size", block_size, min=2, hint="A row needs 2 tokens: an input and its next-token target."
+    )
     if max_batches is not None:
         max_batches = require_int_scalar(
             "max_batches", max_batches, min=1, hint="Use None for every batch of the split."

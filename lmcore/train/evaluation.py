@@ -10,7 +10,6 @@ import contextlib
 
 import torch
 
-from .._validate import require_choice, require_int_scalar
 from ..perplexity import PerplexityMeter
 from .accumulate import NonFiniteLossError, model_kwargs
 
@@ -31,29 +30,26 @@ def evaluate(
 ):
     """A :class:`PerplexityMeter` over the first ``max_batches`` evaluation batches of ``split``
     (token-weighted: mean_nll, perplexity, bits_per_token). ``block_size`` defaults to the
-    model's."""
-    require_choice("split", split, ("train", "val"))
-    require_int_scalar("batch_size", batch_size, min=1)
-    if max_batches is not None:
-        require_int_scalar("max_batches", max_batches, min=1)
+    model's. The corpus's ``eval_batches`` checks ``split``, ``batch_size``, ``block_size`` and
+    ``max_batches`` (:func:`lmcore.data.base.eval_args`); the model's mode is restored on every exit."""
     device = device or next(model.parameters()).device
-    block_size = (
-        model.config.block_size if block_size is None else require_int_scalar("block_size", block_size, min=2)
-    )
+    block_size = model.config.block_size if block_size is None else block_size
     was_training = model.training
     model.eval()
     meter = PerplexityMeter()
-    for b in corpus.eval_batches(split, batch_size, block_size, max_batches):
-        b = {k: v.to(device) for k, v in b.items()}
-        with autocast():
-            logits = model(b["input_ids"], **model_kwargs(b))
-        try:
-            meter.update(logits.float(), b["labels"])  # sync: the meter sums on the host
-        except ValueError:
-            if not bool(torch.isfinite(logits).all()):  # sync, only on this failure
-                raise NonFiniteLossError(f"the model gives NaN/inf logits on the {split} split") from None
-            raise
-    model.train(was_training)
+    try:
+        for b in corpus.eval_batches(split, batch_size, block_size, max_batches):
+            b = {k: v.to(device) for k, v in b.items()}
+            with autocast():
+                logits = model(b["input_ids"], **model_kwargs(b))
+            try:
+                meter.update(logits.float(), b["labels"])  # sync: the meter sums on the host
+            except ValueError:
+                if not bool(torch.isfinite(logits).all()):  # sync, only on this failure
+                    raise NonFiniteLossError(f"the model gives NaN/inf logits on the {split} split") from None
+                raise
+    finally:
+        model.train(was_training)
     if meter.n_tokens == 0:
         raise ValueError(
             f"the {split} split has no row of block_size = {block_size} tokens with a "
