@@ -135,6 +135,15 @@ def test_check_document_causal_mask(capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize(
+    "x, pos",
+    [(torch.zeros(3, 5), torch.arange(3)), (torch.zeros(3, 4), torch.arange(2)), (torch.zeros(3, 4), None)],
+)
+def test_rotate_bad_input(x, pos):
+    with pytest.raises(ValueError, match="x must|pos must"):
+        KL.rotate(x, pos)
+
+
 def test_rotary_positions_need_only_the_block_diagonal_mask():
     assert KL.rotary_leak(block_diagonal=True) < 1e-9
     assert KL.rotary_leak(block_diagonal=False) > 0.1
@@ -143,13 +152,13 @@ def test_rotary_positions_need_only_the_block_diagonal_mask():
     x, pos = torch.randn(6, 8, generator=g, dtype=torch.float64), torch.arange(6) + 3
     theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
     z = torch.complex(x[:, :4], x[:, 4:]) * torch.exp(1j * pos[:, None] * theta)
-    assert torch.allclose(KL._rotate(x, pos), torch.cat([z.real, z.imag], -1), atol=1e-12)
+    assert torch.allclose(KL.rotate(x, pos), torch.cat([z.real, z.imag], -1), atol=1e-12)
     # a score depends only on the distance between query and key
     q, k = (
         torch.randn(6, 8, generator=g, dtype=torch.float64),
         torch.randn(6, 8, generator=g, dtype=torch.float64),
     )
-    scores = [KL._rotate(q, torch.arange(6) + s) @ KL._rotate(k, torch.arange(6) + s).T for s in (0, 7)]
+    scores = [KL.rotate(q, torch.arange(6) + s) @ KL.rotate(k, torch.arange(6) + s).T for s in (0, 7)]
     assert torch.allclose(scores[0], scores[1], atol=1e-12)
 
 

@@ -15,7 +15,15 @@ from ...shift import document_causal_mask
 from ..toys import toy_gpt
 from .lesson import VOCAB, pack_with_policy
 
-__all__ = ["leak_model", "measure_packing_leak", "rotary_leak", "policy_leaks", "A_WORDS", "leaks_by_length"]
+__all__ = [
+    "leak_model",
+    "measure_packing_leak",
+    "rotate",
+    "rotary_leak",
+    "policy_leaks",
+    "A_WORDS",
+    "leaks_by_length",
+]
 
 A_WORDS = ("a", "bird", "sings", "on", "the", "mat", "the", "cat")  # replacement A: its first n words
 
@@ -57,8 +65,13 @@ def measure_packing_leak(
     return float((out[0] - out[1]).abs().max())
 
 
-def _rotate(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding (RoPE) of x (L, D) at integer positions pos (L,)."""
+def rotate(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding (RoPE) of x (L, D) at integer positions pos (L,): each pair
+    (x[:, i], x[:, i + D/2]) read as a complex number is multiplied by e^{i pos theta_i}."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[-1] % 2:
+        raise ValueError(f"x must be a (L, D) tensor with D even; got {getattr(x, 'shape', x)!r}.")
+    if not isinstance(pos, torch.Tensor) or pos.shape != x.shape[:1] or pos.is_floating_point():
+        raise ValueError(f"pos must be an integer tensor of shape ({x.shape[0]},); got {pos!r}.")
     half = x.shape[-1] // 2
     angle = pos[:, None].double() * 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
     x1, x2 = x[..., :half], x[..., half:]
@@ -88,7 +101,7 @@ def rotary_leak(
         p = pack_with_policy([first, b], 16, "block_diagonal")
         x, doc = E[p["input_ids"][0]], p["document_ids"]
         pos = torch.arange(x.shape[0])
-        q, k = _rotate(x @ Wq, pos), _rotate(x @ Wk, pos)
+        q, k = rotate(x @ Wq, pos), rotate(x @ Wk, pos)
         allowed = (
             document_causal_mask(doc)[0]
             if block_diagonal
