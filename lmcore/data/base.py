@@ -1,4 +1,5 @@
-"""What every corpus shares: the unigram entropy, the split check and the evaluation arguments.
+"""What every corpus shares: the unigram entropy, the split check, the evaluation arguments and
+the batch of a packed corpus.
 
 A corpus has ``name``, ``tokenizer``, ``ids`` (every token, for statistics), ``batch(split,
 batch_size, block_size, generator=...)`` and ``eval_batches(split, batch_size, block_size,
@@ -11,9 +12,10 @@ import torch
 
 from .._validate import require_ids_in_range, require_int_scalar, require_positive_int, require_token_ids
 
-__all__ = ["SPLITS", "unigram_entropy", "eval_args", "CorpusBase"]
+__all__ = ["SPLITS", "PACKED_KEYS", "unigram_entropy", "eval_args", "packed_rows", "CorpusBase"]
 
 SPLITS = ("train", "val")
+PACKED_KEYS = ("input_ids", "labels", "document_ids", "position_ids")  # a packed corpus's batch
 
 
 def unigram_entropy(ids, vocab_size: int | None = None) -> float:
@@ -44,6 +46,12 @@ def eval_args(batch_size, block_size, max_batches):
             "max_batches", max_batches, min=1, hint="Use None for every batch of the split."
         )
     return batch_size, block_size, max_batches
+
+
+def packed_rows(packed, index=None) -> dict:
+    """The batch of a packed corpus: :data:`PACKED_KEYS` of a :class:`lmcore.shift.PackedBatch`,
+    its rows ``index`` (an index tensor or a slice; every row when None)."""
+    return {k: getattr(packed, k) if index is None else getattr(packed, k)[index] for k in PACKED_KEYS}
 
 
 class CorpusBase:

@@ -27,7 +27,7 @@ from .._validate import (
 )
 from ..shift import PackedBatch, pack_documents
 from .arithmetic import chat_arithmetic
-from .base import CorpusBase, eval_args
+from .base import CorpusBase, eval_args, packed_rows
 from .download import KNOWN_CORPORA, download_corpus
 from .stdlib import load_python_stdlib
 from .tokenizers import ByteTokenizer, CharTokenizer, ChatTokenizer
@@ -174,20 +174,11 @@ class DocumentCorpus(TextCorpus):
             )
         return self._packed[key]
 
-    @staticmethod
-    def _rows(pb: PackedBatch, index) -> dict:
-        return {
-            "input_ids": pb.input_ids[index],
-            "labels": pb.labels[index],
-            "document_ids": pb.document_ids[index],
-            "position_ids": pb.position_ids[index],
-        }
-
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
         batch_size = require_positive_int("batch_size", batch_size)
         require_generator(generator)
         pb = self.packed(split, block_size)
-        return self._rows(pb, torch.randint(0, len(pb.input_ids), (batch_size,), generator=generator))
+        return packed_rows(pb, torch.randint(0, len(pb.input_ids), (batch_size,), generator=generator))
 
     def eval_batches(self, split: str, batch_size: int, block_size: int, max_batches: int | None = None):
         batch_size, block_size, max_batches = eval_args(batch_size, block_size, max_batches)
@@ -195,7 +186,7 @@ class DocumentCorpus(TextCorpus):
         for k, i in enumerate(range(0, len(pb.input_ids), batch_size)):
             if max_batches is not None and k >= max_batches:
                 return
-            yield self._rows(pb, slice(i, i + batch_size))
+            yield packed_rows(pb, slice(i, i + batch_size))
 
 
 def load_corpus(

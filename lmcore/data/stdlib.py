@@ -25,7 +25,7 @@ import torch
 
 from .._validate import require_generator, require_int_scalar
 from ..shift import _stream_rows
-from .base import CorpusBase, eval_args
+from .base import CorpusBase, eval_args, packed_rows
 from .tokenizers import ByteTokenizer
 
 __all__ = ["EXCLUDED_DIRS", "stdlib_files", "PackedStreamCorpus", "load_python_stdlib"]
@@ -85,13 +85,7 @@ class PackedStreamCorpus(CorpusBase):
         labels, document_ids, position_ids, each (N, block_size), as ``pack_documents`` gives."""
         ids, doc, _ = self._split(split)
         rows = torch.arange(self.num_rows(split, block_size))[index]
-        pb = _stream_rows(ids, doc, rows, block_size, self.tokenizer.pad_id)
-        return {
-            "input_ids": pb.input_ids,
-            "labels": pb.labels,
-            "document_ids": pb.document_ids,
-            "position_ids": pb.position_ids,
-        }
+        return packed_rows(_stream_rows(ids, doc, rows, block_size, self.tokenizer.pad_id))
 
     def batch(self, split: str, batch_size: int, block_size: int, *, generator=None) -> dict:
         """``batch_size`` rows drawn uniformly (with replacement) from ``split``'s packing."""
