@@ -16,4 +16,4 @@ The notebook imports these modules (``from lmcore.course.training import views``
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "reference", "run", "views", "exposure", "exposure_views"]
+__all__ = ["lesson", "exercises", "reference", "run", "views", "exposure", "exposure_views"]

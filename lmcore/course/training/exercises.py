@@ -1,0 +1,56 @@
+"""Notebook 08's learning-rate exercise: the schedule ``train()`` follows (linear warmup, then a
+cosine down to ``min_lr``, then ``min_lr``), written by the learner and checked against
+:func:`lmcore.train.lr_at` on cases that separate the plausible wrong schedules: a warmup off by
+one, a cosine that counts from step 0 or decays to 0, a cosine that rises again after
+``max_steps``, a straight-line decay. Calling ``lr_at`` is rejected.
+"""
+
+from __future__ import annotations
+
+from ...train import lr_at
+from ..checks import Case, check
+
+__all__ = ["lr_schedule_cases", "check_lr_schedule"]
+
+_FORBID = {"lmcore.train.optim.lr_at": "write the schedule yourself (this is lmcore's own)"}
+
+
+def lr_schedule_cases() -> list[Case]:
+    """Steps at the edges of each phase and a quarter into the cosine (where a straight line and
+    a cosine differ most), for a few settings (keyword arguments as ``lr_at``'s)."""
+    cases = []
+    settings = [
+        dict(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110),  # round numbers: readable failures
+        dict(lr=3e-3, min_lr=3e-4, warmup_steps=50, max_steps=1500),  # the cpu preset
+        dict(lr=2.0, min_lr=0.0, warmup_steps=0, max_steps=40),  # no warmup, down to 0
+    ]
+    for kw in settings:
+        w, m = kw["warmup_steps"], kw["max_steps"]
+        marks = (0, 1, max(w - 1, 0), w, w + (m - w) // 4, (w + m) // 2, m, 2 * m + 7, w + 1, m - 1, m + 1)
+        steps = list(dict.fromkeys(marks))  # the telling steps first: a failure names one of them
+        for s in steps:
+            label = f"step {s} of lr={kw['lr']}, min_lr={kw['min_lr']}, warmup_steps={w}, max_steps={m}"
+            cases.append(Case((s,), dict(kw), label=label))
+    return cases
+
+
+def check_lr_schedule(fn, *, quiet: bool = False):
+    """Grade ``fn(step, *, lr, min_lr, warmup_steps, max_steps) -> learning rate`` against
+    :func:`lmcore.train.lr_at` (which ``fn`` must not call)."""
+    return check(
+        "learning-rate schedule",
+        fn,
+        lr_at,
+        lr_schedule_cases(),
+        hint=(
+            "look at the first step of each phase: which step reaches lr, where the cosine starts, "
+            "and what happens after max_steps.",
+            "warmup: lr * (step + 1) / warmup_steps for step < warmup_steps; then "
+            "progress = (step - warmup_steps) / max(1, max_steps - warmup_steps) and "
+            "min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2; min_lr from max_steps on.",
+        ),
+        atol=1e-12,
+        rtol=1e-9,
+        forbid=_FORBID,
+        quiet=quiet,
+    )
