@@ -25,9 +25,10 @@ lab: $(STAMP)
 progress: $(STAMP)
 	$(BIN)/python -m lmcore.course.progress workspace
 
-# nbval against the committed outputs (the root conftest.py applies the same when a notebook is
-# named: `pytest notebooks/03_*.ipynb`). pyproject's addopts deselect slow tests; make test runs all.
-NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg --nbval-cell-timeout=900
+# nbval against the committed outputs; its options (current env, notebooks/sanitize.cfg, the cell
+# timeout) are the root conftest.py's, applied whenever nbval runs (also `pytest notebooks/03_*.ipynb`).
+# pyproject's addopts deselect slow tests; make test runs all.
+NBVAL := --nbval
 ALL_TESTS := -m "slow or not slow"
 
 test: $(STAMP)

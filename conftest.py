@@ -1,9 +1,11 @@
 """What a named path asks for: a notebook runs under nbval, a named test runs even if slow.
 
 ``pytest tests/`` is the fast unit suite (pyproject's addopts: no nbval, ``-m "not slow"``).
-- When an argument is a notebook or the notebooks folder and nbval is not on, nbval is turned on
-  with the options ``make test`` passes (the Makefile's ``NBVAL``; tests/test_tooling.py keeps
-  them equal): ``pytest notebooks/05_*.ipynb`` checks that notebook's outputs.
+- When an argument is a notebook or the notebooks folder, nbval is turned on:
+  ``pytest notebooks/05_*.ipynb`` checks that notebook's outputs.
+- Whenever nbval runs (turned on here, or by ``--nbval``/``--nbval-lax``, as the Makefile's
+  ``NBVAL`` does), it gets the project's options, defined here only: the current environment's
+  kernel, ``notebooks/sanitize.cfg`` and ``CELL_TIMEOUT``; an option the caller set is kept.
 - When an argument names a test (``path::test``), the default ``-m "not slow"`` is dropped, so
   ``pytest tests/test_train.py::test_x`` runs ``test_x`` even if it is marked slow.
 """
@@ -14,6 +16,7 @@ ROOT = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 SANITIZE = NOTEBOOKS / "sanitize.cfg"
 CELL_TIMEOUT = 900.0  # s: notebook 08's training cell under the non-vectorised kernels
+NBVAL_DEFAULT_TIMEOUT = 2000  # nbval's own default (--nbval-cell-timeout not given)
 
 
 def _names_a_notebook(args) -> bool:
@@ -31,12 +34,20 @@ def pytest_configure(config):
     opt = config.option
     if opt.markexpr == DEFAULT_MARKEXPR and any("::" in arg for arg in config.args):
         opt.markexpr = ""
-    if getattr(opt, "nbval", None) is None or opt.nbval or opt.nbval_lax:
-        return  # nbval not installed, or the caller chose its options
-    if not _names_a_notebook(config.args):
-        return
-    opt.nbval = True
-    opt.nbval_current_env = True
+    if getattr(opt, "nbval", None) is None:
+        return  # nbval not installed
+    if not (opt.nbval or opt.nbval_lax):
+        if not _names_a_notebook(config.args):
+            return
+        opt.nbval = True
+    _project_nbval_options(opt)
+
+
+def _project_nbval_options(opt) -> None:
+    """The one place of the project's nbval options; where the caller gave one, theirs stays."""
+    if opt.nbval_kernel_name is None:  # a kernel the caller named stays (current env would win)
+        opt.nbval_current_env = True
     if opt.nbval_sanitize_with is None:
         opt.nbval_sanitize_with = str(SANITIZE)
-    opt.nbval_cell_timeout = CELL_TIMEOUT
+    if opt.nbval_cell_timeout == NBVAL_DEFAULT_TIMEOUT:
+        opt.nbval_cell_timeout = CELL_TIMEOUT

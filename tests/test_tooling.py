@@ -1,5 +1,5 @@
-"""The tooling stays in step with itself: the `test` extra with the pins, the Makefile's nbval
-options with the root conftest's, the GitHub workflow with .ci/run (and actionlint, if installed)."""
+"""The tooling stays in step with itself: the `test` extra with the pins, the nbval options in
+the root conftest only, the GitHub workflow with .ci/run (and actionlint, if installed)."""
 
 import importlib.util
 import re
@@ -8,6 +8,7 @@ import subprocess
 import sys
 from importlib import import_module
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -58,15 +59,54 @@ def test_plain_pytest_is_the_fast_suite_and_make_test_runs_everything():
     assert "$(ALL_TESTS)" in teach_recipe  # the grading end-to-end test is marked slow
 
 
-def test_make_and_conftest_give_nbval_the_same_options():
+def _nbval_defaults():
+    """nbval's own option defaults, read from its addoption calls (what a bare run gets)."""
+    nbval_plugin = pytest.importorskip("nbval.plugin")
+    defaults = {}
+
+    class Parser:
+        def getgroup(self, *args, **kwargs):
+            return self
+
+        def addoption(self, *names, **kw):
+            dest = kw.get("dest") or names[0].lstrip("-").replace("-", "_")
+            defaults[dest] = kw.get("default", False if kw.get("action") == "store_true" else None)
+
+        _addoption = addoption
+
+    nbval_plugin.pytest_addoption(Parser())
+    return defaults
+
+
+def _configured(conftest, args, **given):
+    opt = SimpleNamespace(**{**_nbval_defaults(), "markexpr": "not slow", **given})
+    conftest.pytest_configure(SimpleNamespace(option=opt, args=args))
+    return opt
+
+
+def test_the_nbval_options_live_in_conftest_only():
+    """make passes only --nbval; conftest gives every nbval run the same options, keeps the
+    caller's, and leaves a run that names no notebook alone."""
     spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
     conftest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conftest)
     nbval = re.search(r"^NBVAL := (.*)$", (ROOT / "Makefile").read_text(), flags=re.M).group(1).split()
-    assert nbval[0] == "--nbval" and "--nbval-current-env" in nbval
-    assert ROOT / nbval[nbval.index("--nbval-sanitize-with") + 1] == conftest.SANITIZE
-    timeout = next(o for o in nbval if o.startswith("--nbval-cell-timeout="))
-    assert float(timeout.split("=")[1]) == conftest.CELL_TIMEOUT
+    assert nbval == ["--nbval"]
+    assert _nbval_defaults()["nbval_cell_timeout"] == conftest.NBVAL_DEFAULT_TIMEOUT
+    project = {
+        "nbval": True,
+        "nbval_current_env": True,
+        "nbval_sanitize_with": str(ROOT / "notebooks" / "sanitize.cfg"),
+        "nbval_cell_timeout": conftest.CELL_TIMEOUT,
+    }
+    for args, given in ((["tests", "notebooks"], {"nbval": True}), (["notebooks/03_x.ipynb"], {})):
+        opt = _configured(conftest, args, **given)
+        assert {k: getattr(opt, k) for k in project} == project, args
+    mine = _configured(conftest, ["notebooks"], nbval_sanitize_with="my.cfg", nbval_cell_timeout="60")
+    assert (mine.nbval_sanitize_with, mine.nbval_cell_timeout) == ("my.cfg", "60")
+    assert not _configured(conftest, ["notebooks"], nbval_kernel_name="python3").nbval_current_env
+    plain = _configured(conftest, ["tests"])
+    assert not plain.nbval and plain.nbval_sanitize_with is None
 
 
 def test_github_workflow_runs_the_ci_targets_in_order():
