@@ -13,4 +13,4 @@ The notebook imports these modules (``from lmcore.course.sequence import views``
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "views", "attention"]
+__all__ = ["lesson", "exercises", "views", "attention", "directions"]

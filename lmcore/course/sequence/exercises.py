@@ -3,7 +3,10 @@
 the count), graded with ``F.cross_entropy`` and ``F.nll_loss`` switched off so that their
 ``ignore_index`` cannot do the masking. Both refuse lmcore's own shift and loss, and both have a
 case that separates the plausible wrong answers (L - 1 = V; logits of +-150 in float32).
-Re-exported by :mod:`lmcore.course.sequence.lesson`."""
+The third grades a loss and its global gradient norm under ``reduction="sum"`` or ``"mean"``
+(section 7: why the mean): it refuses the course's reference and torch's norm helpers, and has a
+model with gradients left over from an earlier backward. Re-exported by
+:mod:`lmcore.course.sequence.lesson`."""
 
 from __future__ import annotations
 
@@ -15,8 +18,15 @@ import torch.nn.functional as F
 from ...loss import causal_lm_loss
 from ...shift import IGNORE_INDEX
 from ..checks import Case, check
+from ..checks.guard import available
+from ..toys import toy_gpt
 
-__all__ = ["builtin_losses_off", "check_per_position_nll", "check_causal_lm_loss"]
+__all__ = [
+    "builtin_losses_off",
+    "check_per_position_nll",
+    "check_causal_lm_loss",
+    "check_loss_and_grad_norm",
+]
 
 _BUILTIN_LOSSES = ("cross_entropy", "nll_loss")
 
@@ -123,4 +133,80 @@ def check_causal_lm_loss(fn, quiet: bool = False):
         hint="shift first; take log-probabilities in one stable step (not log of softmax: notebook 01); "
         "pick each target's entry (-100 is not an index); zero the ignored targets; divide by "
         "the number of valid targets.",
+    )
+
+
+def reference_loss_and_grad_norm(model, input_ids, reduction):
+    """The causal-LM loss of ``model`` on ``input_ids`` with ``reduction`` ("sum" or "mean") and
+    the global norm of its gradient, sqrt(sum over all parameters of grad**2), from fresh grads."""
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"reduction must be 'sum' or 'mean'; got {reduction!r}.")
+    model.zero_grad(set_to_none=True)
+    loss = causal_lm_loss(model(input_ids), input_ids, reduction=reduction)
+    loss.backward()
+    squares = sum(float(p.grad.double().pow(2).sum()) for p in model.parameters() if p.grad is not None)
+    return {"loss": loss.item(), "grad_norm": squares**0.5}
+
+
+_NORM_HELPERS = {
+    name: "that is torch's norm helper: add up the squares of every parameter's .grad yourself"
+    for name in available(["torch.nn.utils.clip_grad_norm_", "torch.nn.utils.get_total_norm"])
+}
+
+
+def _grad_norm_cases() -> list[Case]:
+    """Tiny float64 GPTs; ``stale`` cases get gradients from an earlier backward before the call
+    (done after the checker's copy of the arguments, which does not copy ``.grad``)."""
+    g = torch.Generator().manual_seed(5)
+    cases = []
+    for n, (N, L, reduction, stale) in enumerate(
+        ((2, 8, "mean", False), (2, 8, "sum", False), (3, 12, "sum", True), (1, 6, "mean", True))
+    ):
+        model = toy_gpt(9, block_size=16, n_layer=1, n_embd=8, seed=n, dtype=torch.float64)
+        ids = torch.randint(9, (N, L), generator=g)
+        label = f"input_ids (N, L) = {(N, L)}, reduction={reduction!r}"
+        if stale:
+            label += ", a model with gradients left from an earlier backward"
+        cases.append(Case((model, ids, reduction, stale), label=label))
+    return cases
+
+
+def _after_a_backward(fn):
+    """``fn(model, ids, reduction)`` called on a model whose ``.grad`` holds an earlier
+    backward's gradients when ``stale`` (as right after a training step)."""
+
+    def call(model, ids, reduction, stale):
+        if stale:
+            causal_lm_loss(model(ids.flip(1)), ids.flip(1)).backward()
+        return fn(model, ids, reduction)
+
+    return call
+
+
+def check_loss_and_grad_norm(fn, quiet: bool = False):
+    """Grade ``fn(model, input_ids, reduction) -> {"loss": float, "grad_norm": float}`` against
+    :func:`reference_loss_and_grad_norm` on tiny float64 GPTs; two cases start with stale
+    gradients in ``.grad``, and the reference and torch's norm helpers are refused."""
+    forbid = {
+        "lmcore.course.sequence.exercises.reference_loss_and_grad_norm": "that is the course's own "
+        "reference: write the loss, the backward and the norm yourself",
+        **_NORM_HELPERS,
+    }
+    return check(
+        "loss_and_grad_norm",
+        _after_a_backward(fn),
+        _after_a_backward(reference_loss_and_grad_norm),
+        _grad_norm_cases(),
+        quiet=quiet,
+        atol=1e-8,
+        rtol=1e-6,
+        no_mutation=False,  # a backward writes .grad: that is the point
+        forbid=forbid,
+        hint=(
+            "check three things: the reduction you pass to the loss, .grad cleared before the "
+            "backward, and one norm over all parameters together.",
+            "model.zero_grad(); loss = causal_lm_loss(model(ids), ids, reduction=reduction); "
+            "loss.backward(); norm = (sum of p.grad.pow(2).sum() over all parameters) ** 0.5; return "
+            'floats {"loss": ..., "grad_norm": ...}.',
+        ),
     )
