@@ -10,8 +10,8 @@
   characters is one slice repeated, the rest distinct text, trained for the ....
 - ``exercises``: exercises: a loss that accepts several right answers (stable at logits near
   1000), the context coverage of a row, and the same coverage in a ....
-- ``guard``: exercises: while a check runs the learner's function, the course's reference
-  functions named for that exercise raise instead of answering, and ....
+- ``inference``: the inference path: greedy generation recomputing every prefix and with a
+  key/value cache over the model's modules, and the prefill / decode timing.
 - ``views``: pictures and widget: answer losses per kind of fact, the data-policy explorer
   (block length and context needed -> coverage; padded vs packed ....
 
@@ -19,4 +19,4 @@ The notebook imports these modules (``from lmcore.course.rewards import views``)
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "compute", "data", "duplicates", "exercises", "guard", "views"]
+__all__ = ["lesson", "compute", "data", "duplicates", "exercises", "inference", "views"]

@@ -1,7 +1,7 @@
 """Notebook 10, data policy: how much context the targets of a block get, how many targets a
 padded or packed batch really scores, and the char-level runs on the Python docs (the
-duplicated-data experiment lives in ``rewards_duplicates``, the checkers in
-``rewards_exercises``).
+duplicated-data experiment lives in ``duplicates``, the checkers in
+``exercises``).
 
 The counts are closed forms; the tests rebuild the same batches with :mod:`lmcore.shift`
 (``labels_from_attention_mask``, ``pack_documents``) and count their valid targets.
@@ -18,7 +18,6 @@ import torch
 from ..._validate import require_choice, require_int_scalar, require_real
 from ...data import TextCorpus, load_corpus
 from ...loss import causal_lm_loss
-from .guard import refuse
 from .lesson import train_tiny
 
 __all__ = [
@@ -37,7 +36,6 @@ BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 def context_coverage(block_size: int, k: int) -> float:
     """Share of the ``block_size - 1`` targets of one row that see at least ``k`` earlier
     tokens. The target at position t (1..L-1) sees exactly t tokens."""
-    refuse("context_coverage")
     L = require_int_scalar("block_size", block_size, min=2)
     k = require_int_scalar("k", k, min=0)
     return max(0, L - max(k, 1)) / (L - 1)

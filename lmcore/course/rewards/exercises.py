@@ -1,9 +1,11 @@
 """Notebook 10's exercises: a loss that accepts several right answers (stable at logits near
-1000), the context coverage of a row, and the same coverage in a packed row whose documents
-cannot see each other (the answer the notebook does not print).
+1000), the context coverage of a row, the same coverage in a packed row whose documents
+cannot see each other (the answer the notebook does not print), and one decode step of lmcore's
+GPT with a key/value cache (the notebook calls the cached path; the learner writes its step).
 
-Each checker runs the learner's function with the course's own reference refused and warnings
-silenced (:func:`lmcore.course.rewards.guard.own_work`).
+Each checker runs the learner's function with warnings captured and with calls to the course's
+own reference recorded (the kit's ``check(..., forbid=...)``): a call fails the check with "your
+function called ...: write it yourself".
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from ..._validate import require_int_scalar
 from ...shift import mask_cross_document_targets
 from ..checks import Case, check
 from .data import context_coverage
-from .guard import own_work, refuse
+from .inference import forward_cached
 from .lesson import set_nll
+
+_SET_NLL = "lmcore.course.rewards.lesson.set_nll"
+_COVERAGE = "lmcore.course.rewards.data.context_coverage"
 
 __all__ = [
     "check_set_nll",
     "check_context_coverage",
     "document_coverage",
     "check_document_coverage",
+    "check_decode_step",
 ]
 
 
@@ -52,12 +58,13 @@ def check_set_nll(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(logits (V,), acceptable ids) -> -ln(total probability of the acceptable ids)``."""
     return check(
         "loss with several right answers",
-        own_work(fn, ("set_nll",)),
+        fn,
         set_nll,
         _set_cases(),
         atol=1e-6,
         rtol=1e-6,
         quiet=quiet,
+        forbid=[_SET_NLL],
         hint="add the probabilities of the acceptable answers first, then "
         "take -ln of the sum (a log-sum-exp over those logits minus the one over all); "
         "stay stable for logits near 1000: a probability of e^-1005 is 0 in floating point, its "
@@ -90,12 +97,13 @@ def check_context_coverage(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(block_size, k) -> share of a row's targets with at least k tokens of context``."""
     return check(
         "context coverage",
-        own_work(fn, ("context_coverage",)),
+        fn,
         context_coverage,
         _coverage_cases(),
         atol=1e-12,
         rtol=1e-9,
         quiet=quiet,
+        forbid=[_COVERAGE],
         hint="a row of L tokens has L - 1 targets; the target at position t sees t "
         "earlier tokens (t = 1 .. L - 1). Count those with t >= k, and never "
         "return less than 0.",
@@ -111,7 +119,6 @@ def document_coverage(doc_lengths, k: int) -> float:
     with a block-diagonal mask and positions reset, and each document's first token is no target
     (:func:`lmcore.shift.mask_cross_document_targets`); a target ``o`` tokens into its document
     sees those ``o`` tokens."""
-    refuse("document_coverage")
     if not isinstance(doc_lengths, (list, tuple)) or not doc_lengths:
         raise TypeError(f"doc_lengths must be a non-empty list of ints; got {doc_lengths!r}.")
     lengths = [require_int_scalar("doc_lengths[i]", n, min=1) for n in doc_lengths]
@@ -148,13 +155,82 @@ def check_document_coverage(fn, *, quiet: bool = False) -> bool:
     their own document`` (the block-diagonal mask cuts each context at its document start)."""
     return check(
         "context coverage in a packed row",
-        own_work(fn, ("document_coverage", "context_coverage")),
+        fn,
         document_coverage,
         _document_cases(),
         atol=1e-12,
         rtol=1e-9,
         quiet=quiet,
+        forbid=[_COVERAGE, "lmcore.course.rewards.exercises.document_coverage"],
         hint="inside a document of n tokens the targets are its tokens 1 .. n - 1 (its first "
         "token is no target: it follows another document), and token o sees o tokens; count "
         "over every document, then divide by all valid targets of the row.",
+    )
+
+
+# ---------------------------------------------------------------- one decode step with the cache
+
+_RECOMPUTE = "a decode step feeds only the new token: use the cached keys and values"
+
+
+def _decode_model(n_head: int, seed: int):
+    from ...model import GPT, GPTConfig
+
+    torch.manual_seed(seed)
+    cfg = GPTConfig(vocab_size=23, block_size=20, n_layer=2, n_head=n_head, n_embd=16, init_std=0.3)
+    return GPT(cfg).double().eval()
+
+
+def _decode_cases() -> list[tuple]:
+    """(model, Case) pairs: a cache of P positions (from :func:`forward_cached`) and N new tokens."""
+    out = []
+    for k, (n_head, N, P) in enumerate(((2, 1, 1), (2, 2, 5), (4, 3, 12), (1, 2, 19), (4, 1, 7))):
+        model = _decode_model(n_head, seed=k)
+        g = torch.Generator().manual_seed(100 + k)
+        prefix = torch.randint(0, 23, (N, P), generator=g)
+        _, cache = forward_cached(model, prefix)
+        token = torch.randint(0, 23, (N,), generator=g)
+        label = f"N={N} rows, P={P} cached positions, {n_head} head(s)"
+        out.append((model, Case((token, cache), label=label)))
+    return out
+
+
+def check_decode_step(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(model, token (N,), cache) -> (logits (N, V), cache extended by one position)``
+    against :func:`lmcore.course.rewards.inference.forward_cached` on small float64 GPTs."""
+    pairs = _decode_cases()
+    models = {id(case): model for model, case in pairs}
+
+    def reference(token, cache, _model=None):
+        logits, new = forward_cached(_model, token[:, None], cache)
+        return logits[:, 0], new
+
+    cases = [Case(c.args, {"_model": models[id(c)]}, c.label) for _, c in pairs]
+
+    def learner(token, cache, _model=None):
+        with torch.no_grad():
+            return fn(_model, token, cache)
+
+    return check(
+        "one decode step with the key/value cache",
+        learner,
+        reference,
+        cases,
+        atol=1e-9,
+        rtol=1e-9,
+        quiet=quiet,
+        no_mutation=False,  # the model is an input; the cache is compared as a result
+        forbid={
+            "lmcore.course.rewards.inference.forward_cached": "write the step yourself",
+            "lmcore.model.GPT.forward": _RECOMPUTE,
+            "lmcore.model.GPT.hidden_states": _RECOMPUTE,
+            "lmcore.model.Block.forward": "write the block's attention step yourself",
+            "lmcore.model.CausalSelfAttention.forward": "write the attention step yourself",
+        },
+        hint=(
+            "the new token sits at position P = the cache's length: embed it with wte and wpe at P.",
+            "in each block: h = ln_1(x); q, k, v from c_attn(h), split into heads; append k and v to "
+            "the block's cache before attending (the new position reads itself too); "
+            "x = x + c_proj(heads merged); x = x + mlp(ln_2(x)); logits = lm_head(ln_f(x)).",
+        ),
     )

@@ -62,14 +62,17 @@ def city_world(
     n_rare: int = 20,
     n_two_homes: int = 2,
     copies: int = 600,
+    rare_copies: int = 1,
     n_cities: int = 10,
     seed: int = 0,
 ) -> World:
-    """``P<i> lives_in C<j> .``: common people occur ``copies`` times, rare ones once, and each
+    """``P<i> lives_in C<j> .``: common people occur ``copies`` times, rare ones ``rare_copies``
+    times (1: once; more is upsampling, the same world with the rare facts repeated), and each
     person with two homes ``copies`` times, half with each city (both answers are true)."""
     for name, v in (("n_common", n_common), ("n_rare", n_rare), ("n_two_homes", n_two_homes)):
         require_int_scalar(name, v, min=0)
     require_int_scalar("copies", copies, min=2)
+    require_int_scalar("rare_copies", rare_copies, min=1)
     require_int_scalar("n_cities", n_cities, min=2)
     rng = random.Random(seed)
     cities = [f"C{j}" for j in range(n_cities)]
@@ -83,7 +86,7 @@ def city_world(
     for q in two:
         truth[f"{q} lives_in"] = rng.sample(cities, 2)
     for prompt, answers in truth.items():
-        n = 1 if prompt.split()[0] in rare else copies
+        n = rare_copies if prompt.split()[0] in rare else copies
         count[prompt] = n
         docs += [f"{prompt} {answers[k % len(answers)]} ." for k in range(n)]
     groups = {
