@@ -73,7 +73,19 @@ def test_leaky_run_starts_below_ln_v_and_the_fixed_one_does_not():
 def test_plot_first_loss_returns_a_figure():
     fig = anv.plot_first_loss(1000, 0.05)
     assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
-    assert "1,000" in fig.axes[0].get_title()
+    assert "1,000" in fig.axes[0].get_title() and "1,000" in fig.axes[1].get_title()
+    assert fig.axes[0].get_ylabel().startswith("first loss") and "ln V" in fig.axes[0].get_ylabel()
+
+
+def test_excess_over_vocab_is_half_sigma_squared_once_v_is_large():
+    # small sigma: second-order Taylor of logsumexp(z) - mean(z) - ln V is (1 - 1/V) sigma^2 / 2
+    s = 0.08
+    for V, excess in anv.excess_over_vocab(s):
+        assert excess == pytest.approx((1 - 1 / V) * s * s / 2, rel=0.05), V
+    # large sigma: the law holds at large V and fails (well below) at small V
+    pts = dict(anv.excess_over_vocab(2.0))
+    assert pts[128_256] == pytest.approx(2.0, abs=0.05)
+    assert pts[2] < 1.0 and pts[100] < 2.0 - 0.05
 
 
 def _stub(*args):

@@ -5,8 +5,9 @@
 - ``leak``: leaking data pipeline: nanoGPT-style pre-shifted targets cut one token short
   (targets equal to inputs), lmcore's fix and a short run of each.
 - ``step0``: what the first loss (step 0, no training) can and cannot see.
-- ``views``: the picture behind its widget: ln V against V with a fresh GPT's first loss, and
-  the loss against the logits' spread sigma (ln V + sigma^2/2).
+- ``views``: the picture behind its widget: the first loss's excess over ln V against V at the
+  init's spread sigma of the logits (sigma^2/2 once V is large), and the loss against sigma at
+  that V (ln V + sigma^2/2).
 
 The notebook imports these modules (``from lmcore.course.anchor import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
