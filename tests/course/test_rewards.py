@@ -50,6 +50,22 @@ def test_city_world_counts_each_kind_of_fact():
     assert len(w.corpus.val) == 6  # one document per prompt
 
 
+def test_city_world_upsamples_the_rare_facts_only():
+    once, up = (
+        R.city_world(n_common=3, n_rare=2, copies=6),
+        R.city_world(n_common=3, n_rare=2, copies=6, rare_copies=5),
+    )
+    assert once.truth == up.truth and once.tokenizer.stoi == up.tokenizer.stoi  # the same world
+    texts = Counter(up.tokenizer.decode(d) for d in up.corpus.train)
+    assert sum(texts.values()) == len(once.corpus.train) + 2 * 4
+    for p in up.groups["rare"]:
+        assert texts[f"{p} {up.truth[p][0]} ."] == 5 and up.copies[p] == 5
+    for p in up.groups["common"]:
+        assert texts[f"{p} {up.truth[p][0]} ."] == 6
+    with pytest.raises(ValueError, match="rare_copies"):
+        R.city_world(rare_copies=0)
+
+
 def test_parent_world_never_states_the_held_out_reverse():
     w = R.parent_world(n_pairs=6, n_both=2, copies=3)
     texts = Counter(w.tokenizer.decode(d) for d in w.corpus.train)
