@@ -11,8 +11,9 @@
 - ``views``: the pictures: the three grids of one padded batch (inputs, attention mask, scored
   targets) and the bars of the three perplexity averages.
 
-The notebook imports these modules (``from lmcore.course.padding import views``), the kit
-(``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
+The notebook imports these modules by name (``from lmcore.course.padding import accumulation,
+exercises, perplexity, views`` and ``lesson as padding``), the kit (``lmcore.course.checks``,
+``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
 __all__ = ["lesson", "accumulation", "exercises", "perplexity", "views"]
