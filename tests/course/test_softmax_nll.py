@@ -32,7 +32,7 @@ def test_softmax_state_matches_torch(z, y, T):
     assert s["p_target"] == pytest.approx(math.exp(-ref), rel=1e-12)
 
 
-def test_softmax_state_seed_numbers():
+def test_softmax_state_worked_numbers():
     s = S.softmax_state([2, 1, 0], 1)
     assert round(s["p_target"], 3) == 0.245 and round(s["loss_nats"], 3) == 1.408
 
