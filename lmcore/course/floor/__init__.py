@@ -9,6 +9,11 @@
 - ``sums``: did the floor model learn to add, or a table of 100 sums? Every sum of 0..9 + 0..9
   occurs in the training turns dozens of times, and the ....
 - ``tokens``: the floor token by token.
+- ``exact_match``: what a per-token loss does not measure: the answer-token loss against
+  whole-answer exact match over a run's checkpoints.
+- ``decoding``: constrained decoding: the answer's logits masked to its grammar, against free
+  sampling and greedy decoding.
+- ``bpe``: UTF-8 bytes per character by script, and a toy byte-pair encoder.
 - ``views``: pictures and widget: the floor run against H(p), the per-slot breakdown, and the
   operand-range explorer (a short cached run per setting, ....
 
@@ -16,4 +21,4 @@ The notebook imports these modules (``from lmcore.course.floor import views``), 
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "run", "sums", "tokens", "views"]
+__all__ = ["lesson", "exercises", "run", "sums", "tokens", "exact_match", "decoding", "bpe", "views"]
