@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from ...data.tokenizers import ChatTokenizer
 from ..checks import Case, check
+from .decoding import allow_only
 
 __all__ = [
     "subtraction_turns",
@@ -25,6 +27,7 @@ __all__ = [
     "check_subtraction_floor",
     "context_free_floor",
     "check_context_free_floor",
+    "check_allow_only",
 ]
 
 _TOK = ChatTokenizer()
@@ -175,4 +178,57 @@ def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
         hint=hint,
         quiet=quiet,
         forbid=_REFERENCES + ("lmcore.course.floor.exercises.context_free_floor",),
+    )
+
+
+# ---------------------------------------------------------------- constrained decoding
+
+
+def _allow_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(0)
+    specs = [
+        ((19,), [9, 10, 11, 12, 13, 14, 15, 16, 17, 18], "19 logits, the ten digits allowed"),
+        ((19,), [8], "19 logits, only '.' allowed"),
+        ((5, 19), [8, 9, 10], "(5, 19) logits, '.', '0' and '1' allowed"),
+        ((2, 3, 7), [6, 0], "(2, 3, 7) logits, tokens 6 and 0 allowed"),
+        ((4,), [0, 1, 2, 3], "4 logits, every token allowed"),
+    ]
+    cases = [
+        Case((torch.randn(shape, generator=g, dtype=torch.float64) * 3, ids), label=text)
+        for shape, ids, text in specs
+    ]
+    spread = torch.tensor([9.0, -4.0, 5.0, -8.0, 0.0], dtype=torch.float64)  # a banned token far ahead
+    return cases + [Case((spread, [1, 3]), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed")]
+
+
+def _as_probs(fn):
+    def probs(logits, allowed):
+        out = fn(logits, allowed)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"return a tensor of logits; got {type(out).__name__}")
+        if out.shape != logits.shape:
+            raise ValueError(f"return logits of shape {tuple(logits.shape)}; got {tuple(out.shape)}")
+        return torch.softmax(out.double(), -1)
+
+    return probs
+
+
+def check_allow_only(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(logits, allowed) -> logits`` ``(..., V)``: after a softmax, every token not in
+    ``allowed`` has probability 0 and the allowed ones keep their relative odds (compared as
+    probabilities, so -inf and -1e9 both pass); the input must not change."""
+    hint = (
+        "set every token outside `allowed` to -inf (a softmax makes exp(-inf) = 0), on the last "
+        "axis of every row, on a copy; leave the allowed logits as they are (not 0, not probabilities)."
+    )
+    return check(
+        "logits restricted to the allowed tokens",
+        _as_probs(fn),
+        _as_probs(allow_only),
+        _allow_cases(),
+        atol=1e-9,
+        rtol=1e-7,
+        hint=hint,
+        quiet=quiet,
+        forbid=("lmcore.course.floor.decoding.allow_only",),
     )
