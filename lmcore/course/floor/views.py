@@ -13,7 +13,13 @@ from .lesson import RANGES
 from .run import short_curve
 from .tokens import ROLES
 
-__all__ = ["plot_loss_floor", "plot_slot_breakdown", "plot_floor_explorer", "floor_explorer"]
+__all__ = [
+    "plot_loss_floor",
+    "plot_slot_breakdown",
+    "plot_floor_explorer",
+    "floor_explorer",
+    "plot_loss_and_exact_match",
+]
 
 
 def plot_loss_floor(history, floor: float, *, ln_v: float | None = None, title: str | None = None):
@@ -123,4 +129,19 @@ def floor_explorer(history=None, *, steps: int = 150):
     return widgets.VBox([widgets.HBox([high, ops]), live_figure(draw, {"high": high, "ops": ops})])
 
 
-# ---------------------------------------------------------------- exercise checkers
+def plot_loss_and_exact_match(tracker, *, title: str | None = None):
+    """An :class:`lmcore.course.floor.exact_match.AnswerTracker`'s records: the mean answer-token
+    loss (left axis) and the share of sums answered exactly (right axis) against the step."""
+    fig, ax = new_figure(width=6.4, height=3.4)
+    steps = tracker.series("step")
+    ax.plot(steps, tracker.series("answer_nll"), color=COLORS["val"], label="answer-token loss (nats)")
+    ax.set(xlabel="optimiser step", ylabel="mean answer-token loss (nats)")
+    ax.set_ylim(0, None)
+    bx = ax.twinx()
+    bx.plot(steps, tracker.series("exact"), "o-", ms=2, color=COLORS["correct"], label="exact match")
+    bx.set_ylim(0, 1.05)
+    bx.set_ylabel("share of sums answered exactly")
+    lines = ax.get_lines() + bx.get_lines()
+    ax.legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="center right")
+    ax.set_title(title or "The loss falls steadily; exact match waits, then jumps")
+    return fig
