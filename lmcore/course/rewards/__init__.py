@@ -12,6 +12,8 @@
   1000), the context coverage of a row, and the same coverage in a ....
 - ``inference``: the inference path: greedy generation recomputing every prefix and with a
   key/value cache over the model's modules, and the prefill / decode timing.
+- ``scheduled``: scheduled sampling: the char model trained with teacher forcing and with a share
+  of its inputs replaced by its own guesses, probed with one wrong character.
 - ``views``: pictures and widget: answer losses per kind of fact, the data-policy explorer
   (block length and context needed -> coverage; padded vs packed ....
 
@@ -19,4 +21,4 @@ The notebook imports these modules (``from lmcore.course.rewards import views``)
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "compute", "data", "duplicates", "exercises", "inference", "views"]
+__all__ = ["lesson", "compute", "data", "duplicates", "exercises", "inference", "scheduled", "views"]
