@@ -12,7 +12,7 @@ from lmcore.course.training import run as R
 from lmcore.data import TextCorpus, load_corpus
 from lmcore.data.stdlib import PackedStreamCorpus
 from lmcore.data.tokenizers import ByteTokenizer, CharTokenizer
-from lmcore.model import GPT
+from lmcore.model import GPT, GPTConfig
 from lmcore.train import autocast_for, evaluate, model_config, preset, train
 
 TEXT = "the cat sat on the mat. " * 40
@@ -50,6 +50,24 @@ def test_eval_windows_are_the_stream_in_order():
     assert w.shape == (3, 8) and torch.equal(w.flatten(), c.train[:24])
     with pytest.raises(ValueError, match="n must be"):
         R.eval_windows(c, 10_000, 8)
+
+
+def test_first_batches_loss_is_the_mean_nll_of_the_first_windows_in_order():
+    """Reference: float64 cross-entropy over the split's first rows, shifted by hand."""
+    c = _text_corpus()
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=c.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    got = R.first_batches_loss(model, c, "train", 2, batch_size=3, block_size=16)
+    rows = c.train[: 6 * 16].view(6, 16)
+    with torch.no_grad():
+        logits = model(rows).double()
+    want = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, c.vocab_size), rows[:, 1:].reshape(-1)
+    )
+    assert got == pytest.approx(want.item(), abs=1e-6)
+    assert model.training  # left as it was
+    with pytest.raises(ValueError, match="n_batches"):
+        R.first_batches_loss(model, c, "val", 0, batch_size=3, block_size=16)
 
 
 def test_training_words():

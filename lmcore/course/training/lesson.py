@@ -1,18 +1,17 @@
 """Notebook 08 (the training run): AdamW by hand, the phases of a loss curve, the sampling
 widget's state (:func:`sampling_state`), what a sample and a top-p filter must satisfy on any
-run, and the exercise checkers. Plots and the sampling widget: :mod:`lmcore.course.training.views`;
-exposure bias: :mod:`lmcore.course.training.exposure`.
+run, and the top-p checker (the learning-rate exercise: :mod:`.exercises`). Plots and the
+sampling widget: :mod:`lmcore.course.training.views`; exposure bias:
+:mod:`lmcore.course.training.exposure`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
 import torch
 
-from ...perplexity import bits_per_byte
 from ...sample import filter_logits, generate, next_token_distribution
 from ..checks import Case, check
 
@@ -25,8 +24,6 @@ __all__ = [
     "sampling_state",
     "top_p_properties",
     "word_share",
-    "bits_per_char_reference",
-    "check_bits_per_char",
     "top_p_reference",
     "check_top_p",
 ]
@@ -77,10 +74,11 @@ def show_char(c: str) -> str:
 
 
 def context_limit(model) -> int:
-    """``block_size - 1``: the longest context (prompt plus generated tokens) whose every
-    position was trained. A window of ``block_size`` tokens has targets at its first
-    ``block_size - 1`` positions only (the label shift), so the last position's prediction, and
-    its position embedding, never get a gradient."""
+    """``block_size - 1``: the longest context whose every position was trained. lmcore trains
+    on windows of ``block_size`` tokens and shifts the labels inside the window, so a window has
+    targets at its first ``block_size - 1`` positions only: the last position's prediction, and
+    its position embedding, never get a gradient. :func:`lmcore.sample.generate` reads at most
+    this many tokens back (a sliding window), so it caps the context, not a sample's length."""
     return model.config.block_size - 1
 
 
@@ -100,15 +98,17 @@ def sampling_state(
     after the settings (``raw``: softmax(logits / T); ``probs``: after top-k / top-p), and a
     sample of up to ``n_new`` tokens drawn with them from ``seed``. top_k 0 and top_p 1 mean off.
 
-    Prompt and sample stay within ``block_size - 1`` tokens (:func:`context_limit`): a training
-    window's last position has no target, so the model never learned to predict from there."""
+    The distribution reads the prompt's last :func:`context_limit` tokens (the positions
+    training scores); the sample is ``n_new`` tokens long, whatever the context (``generate``
+    slides its window)."""
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"prompt must be a non-empty str; got {prompt!r}.")
     top_k = top_k or None
     top_p = None if top_p is None or top_p >= 1 else top_p
     ids = torch.tensor(tokenizer.encode(prompt), device=next(model.parameters()).device)
     ids = ids[-context_limit(model) :]
-    n_new = max(0, min(n_new, context_limit(model) - len(ids)))
+    if isinstance(n_new, bool) or not isinstance(n_new, int) or n_new < 0:
+        raise ValueError(f"n_new must be an int >= 0; got {n_new!r}.")
     logits = model(ids[None])[0, -1].float().cpu()  # (V,)
     raw = next_token_distribution(logits, max(temperature, 1e-6))
     probs = next_token_distribution(logits, temperature, top_k, top_p)
@@ -157,35 +157,6 @@ def word_share(text: str, vocabulary) -> float:
 
 
 # ---------------------------------------------------------------- exercise checkers
-
-
-def bits_per_char_reference(loss_nats: float, n_tokens: int, n_chars: int) -> float:
-    """Bits per character of a text: mean loss (nats per token) x tokens / characters / ln 2."""
-    return bits_per_byte(loss_nats * n_tokens, n_chars)
-
-
-def check_bits_per_char(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(loss_nats, n_tokens, n_chars) -> bits per character``."""
-    rng = np.random.default_rng(8)
-    cases = [
-        Case((2.5, 1000, 1000), label="2.5 nats/char, character level"),
-        Case((math.log(2), 10, 10), label="ln 2 nats per char (one bit)"),
-        Case((2.0, 1000, 3940), label="2.0 nats/token, 3.94 chars per token"),
-    ]
-    cases += [
-        Case((float(rng.uniform(0.1, 5)), int(n), int(n * rng.uniform(1, 5))))
-        for n in rng.integers(10, 10_000, 6)
-    ]
-    return check(
-        "bits per character",
-        fn,
-        bits_per_char_reference,
-        cases,
-        hint="total nats = loss x n_tokens; spread them over n_chars; nats / ln 2 = bits.",
-        atol=1e-9,
-        rtol=1e-9,
-        quiet=quiet,
-    )
 
 
 def top_p_reference(probs: torch.Tensor, p: float) -> torch.Tensor:

@@ -4,11 +4,16 @@ documents (``python-stdlib``, the ``gpu`` preset), so that one notebook runs on 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 
 import torch
 
-__all__ = ["split_tokens", "corpus_summary", "eval_windows", "training_words"]
+from ...perplexity import PerplexityMeter
+from ...train.accumulate import model_kwargs
+
+__all__ = ["split_tokens", "corpus_summary", "eval_windows", "first_batches_loss", "training_words"]
 
 
 def split_tokens(corpus, split: str) -> torch.Tensor:
@@ -41,6 +46,38 @@ def eval_windows(corpus, n: int, block_size: int, split: str = "val") -> torch.T
     if n < 1 or n * block_size > len(data):
         raise ValueError(f"n must be in [1, {len(data) // block_size}] for block_size {block_size}; got {n}.")
     return data[: n * block_size].view(n, block_size)
+
+
+@torch.no_grad()
+def first_batches_loss(
+    model,
+    corpus,
+    split: str,
+    n_batches: int,
+    *,
+    batch_size: int,
+    block_size: int,
+    autocast=contextlib.nullcontext,
+) -> float:
+    """The token-weighted mean NLL of the first ``n_batches`` consecutive batches of ``split``
+    (``corpus.eval_batches``, from the split's start): a slice of one part of the text, what
+    a "first few batches" evaluation measures (:func:`lmcore.train.evaluate` draws its windows
+    from the whole split)."""
+    if isinstance(n_batches, bool) or not isinstance(n_batches, int) or n_batches < 1:
+        raise ValueError(f"n_batches must be a positive int; got {n_batches!r}.")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    meter = PerplexityMeter()
+    for b in itertools.islice(corpus.eval_batches(split, batch_size, block_size), n_batches):
+        b = {k: v.to(device) for k, v in b.items()}
+        with autocast():
+            logits = model(b["input_ids"], **model_kwargs(b))
+        meter.update(logits.float(), b["labels"])
+    model.train(was_training)
+    if meter.n_tokens == 0:
+        raise ValueError(f"the {split} split has no row of block_size = {block_size} tokens to score.")
+    return meter.mean_nll
 
 
 def training_words(corpus, max_tokens: int = 2_000_000) -> set:
