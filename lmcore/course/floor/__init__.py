@@ -14,6 +14,7 @@
 - ``decoding``: constrained decoding: the answer's logits masked to its grammar, against free
   sampling and greedy decoding.
 - ``bpe``: UTF-8 bytes per character by script, and a toy byte-pair encoder.
+- ``scaling``: the floor run at a few widths and the fit L(N) = E + A N^-alpha.
 - ``views``: pictures and widget: the floor run against H(p), the per-slot breakdown, and the
   operand-range explorer (a short cached run per setting, ....
 
@@ -21,4 +22,15 @@ The notebook imports these modules (``from lmcore.course.floor import views``), 
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "run", "sums", "tokens", "exact_match", "decoding", "bpe", "views"]
+__all__ = [
+    "lesson",
+    "exercises",
+    "run",
+    "sums",
+    "tokens",
+    "exact_match",
+    "decoding",
+    "bpe",
+    "scaling",
+    "views",
+]
