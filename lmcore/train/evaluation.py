@@ -1,4 +1,12 @@
-"""Evaluation over a corpus split: the token-weighted mean NLL of its first evaluation batches.
+"""Evaluation over a corpus split: the token-weighted mean NLL of windows that represent it.
+
+``max_batches`` batches of windows drawn at random from the whole split (``corpus.batch``, the
+way training draws them) by a generator seeded with ``seed``: every call scores the very same
+windows, so the records of a run, ``best.pt`` and a notebook's measurement compare models on one
+sample of each split (nanoGPT's ``estimate_loss`` draws random batches too, fresh at each call).
+``max_batches=None`` scores the whole split, in order. The first batches of a split are no
+substitute: they are one stretch of the text (a few topics), which can be much harder or easier
+than the split as a whole.
 
 :func:`lmcore.train.train` calls it at every evaluation (on the uncompiled model, on rank 0
 only); it is public so that a notebook measures a model exactly as training does.
@@ -10,10 +18,25 @@ import contextlib
 
 import torch
 
+from .._validate import require_int_scalar
 from ..perplexity import PerplexityMeter
 from .accumulate import NonFiniteLossError, model_kwargs
 
 __all__ = ["evaluate"]
+
+
+def _batches(corpus, split: str, batch_size: int, block_size: int, max_batches, seed: int):
+    """The whole split in order (``max_batches=None``), or ``max_batches`` batches of random
+    windows from a generator seeded with ``seed``. The corpus checks the arguments."""
+    first = corpus.eval_batches(split, batch_size, block_size, max_batches)
+    if max_batches is None:
+        yield from first
+        return
+    if next(iter(first), None) is None:
+        return  # not one full row: evaluate() says so
+    generator = torch.Generator().manual_seed(seed)  # the same windows at every call
+    for _ in range(max_batches):
+        yield corpus.batch(split, batch_size, block_size, generator=generator)
 
 
 @torch.no_grad()
@@ -25,20 +48,24 @@ def evaluate(
     batch_size: int = 16,
     block_size: int | None = None,
     max_batches: int | None = 8,
+    seed: int = 0,
     device=None,
     autocast=contextlib.nullcontext,
 ):
-    """A :class:`PerplexityMeter` over the first ``max_batches`` evaluation batches of ``split``
-    (token-weighted: mean_nll, perplexity, bits_per_token). ``block_size`` defaults to the
-    model's. The corpus's ``eval_batches`` checks ``split``, ``batch_size``, ``block_size`` and
-    ``max_batches`` (:func:`lmcore.data.base.eval_args`); the model's mode is restored on every exit."""
+    """A :class:`PerplexityMeter` (token-weighted: mean_nll, perplexity, bits_per_token) over
+    ``max_batches`` batches of windows drawn at random from the whole of ``split`` by a
+    generator seeded with ``seed`` (the same windows at every call), or over the whole split,
+    in order, with ``max_batches=None``. ``block_size`` defaults to the model's. The corpus's
+    ``eval_batches`` checks ``split``, ``batch_size``, ``block_size`` and ``max_batches``
+    (:func:`lmcore.data.base.eval_args`); the model's mode is restored on every exit."""
+    require_int_scalar("seed", seed, min=0)
     device = device or next(model.parameters()).device
     block_size = model.config.block_size if block_size is None else block_size
     was_training = model.training
     model.eval()
     meter = PerplexityMeter()
     try:
-        for b in corpus.eval_batches(split, batch_size, block_size, max_batches):
+        for b in _batches(corpus, split, batch_size, block_size, max_batches, seed):
             b = {k: v.to(device) for k, v in b.items()}
             with autocast():
                 logits = model(b["input_ids"], **model_kwargs(b))

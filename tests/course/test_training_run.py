@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from lmcore.course.training import run as R
 from lmcore.data import TextCorpus, load_corpus
@@ -90,3 +91,29 @@ def test_first_loss_verdict_holds_under_bf16_autocast():
     assert abs(result.history[0]["train_loss"] - first_bf16) <= 1e-4
     assert abs(first_bf16 - math.log(corpus.vocab_size)) < 0.1
     assert first_bf16 != first_fp32  # the precision matters: compare like with like
+
+
+def test_evaluate_scores_the_same_random_windows_from_the_whole_split_at_every_call():
+    """Notebook 08's evaluation: max_batches batches of windows drawn from the whole split by a
+    generator seeded with seed (reference: the windows drawn by hand with torch.randint from the
+    same seed, scored with float64 cross-entropy); None scores the whole split in order."""
+    text = "".join(f"line {k}: the cat sat on mat {k % 7}.\n" for k in range(200))
+    tok = CharTokenizer(text)
+    c = TextCorpus("t", tok, tok.encode(text))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=c.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    got = evaluate(model, c, "val", batch_size=4, block_size=16, max_batches=3).mean_nll
+    g = torch.Generator().manual_seed(0)
+    starts = torch.cat([torch.randint(0, len(c.val) - 16 + 1, (4,), generator=g) for _ in range(3)])
+    rows = torch.stack([c.val[s : s + 16] for s in starts.tolist()])
+    with torch.no_grad():
+        logits = model(rows).double()
+    want = F.cross_entropy(logits[:, :-1].reshape(-1, c.vocab_size), rows[:, 1:].reshape(-1))
+    assert got == pytest.approx(want.item(), abs=1e-6)
+    assert starts.max() > 3 * 4 * 16  # spread over the split, not its first 12 windows
+    assert evaluate(model, c, "val", batch_size=4, block_size=16, max_batches=3).mean_nll == got
+    assert evaluate(model, c, "val", batch_size=4, block_size=16, max_batches=3, seed=1).mean_nll != got
+    whole = evaluate(model, c, "val", batch_size=4, block_size=16, max_batches=None)
+    assert whole.n_tokens == ((len(c.val) - 1) // 16) * 15
+    with pytest.raises(ValueError, match="seed"):
+        evaluate(model, c, "val", seed=-1)
