@@ -113,7 +113,7 @@ class _Run:
     win_tokens: int = 0
 
     def evaluate(self, split: str) -> float:
-        """The mean NLL of ``split``'s first evaluation batches, as every record measures it."""
+        """The mean NLL of ``split``'s evaluation windows, as every record measures it."""
         cfg = self.cfg
         return evaluate(
             self.model,  # uncompiled, no DDP hooks: rank 0 evaluates alone, any batch shape
