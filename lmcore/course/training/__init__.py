@@ -8,6 +8,8 @@
   stream text corpus (``python-docs``, the ``cpu`` preset) and ....
 - ``views``: plots and the sampling widget: the loss curves of a run (with ln V, the unigram
   entropy and the phases of ....
+- ``exercises``: the learning-rate schedule exercise's checker (warmup, then cosine, then
+  ``min_lr``).
 - ``exposure``: exposure bias measured.
 - ``exposure_views``: the plots of the exposure-bias measurements of
   :mod:`lmcore.course.training.exposure`.
