@@ -22,7 +22,7 @@ from .._validate import require_int_scalar
 from ..perplexity import PerplexityMeter
 from .accumulate import NonFiniteLossError, model_kwargs
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "score_batches"]
 
 
 def _batches(corpus, split: str, batch_size: int, block_size: int, max_batches, seed: int):
@@ -59,13 +59,25 @@ def evaluate(
     ``eval_batches`` checks ``split``, ``batch_size``, ``block_size`` and ``max_batches``
     (:func:`lmcore.data.base.eval_args`); the model's mode is restored on every exit."""
     require_int_scalar("seed", seed, min=0)
-    device = device or next(model.parameters()).device
     block_size = model.config.block_size if block_size is None else block_size
+    batches = _batches(corpus, split, batch_size, block_size, max_batches, seed)
+    return score_batches(model, batches, split=split, block_size=block_size, device=device, autocast=autocast)
+
+
+@torch.no_grad()
+def score_batches(
+    model, batches, *, split: str, block_size: int, device=None, autocast=contextlib.nullcontext
+):
+    """A :class:`PerplexityMeter` over ``batches`` (dicts with ``input_ids``, ``labels`` and
+    what the model also reads), the model in eval mode and its mode restored on every exit:
+    the scoring loop :func:`evaluate` runs on its windows, for a caller that picks other ones.
+    ``split`` and ``block_size`` only word the errors."""
+    device = device or next(model.parameters()).device
     was_training = model.training
     model.eval()
     meter = PerplexityMeter()
     try:
-        for b in _batches(corpus, split, batch_size, block_size, max_batches, seed):
+        for b in batches:
             b = {k: v.to(device) for k, v in b.items()}
             with autocast():
                 logits = model(b["input_ids"], **model_kwargs(b))

@@ -10,8 +10,7 @@ import re
 
 import torch
 
-from ...perplexity import PerplexityMeter
-from ...train.accumulate import model_kwargs
+from ...train.evaluation import score_batches
 
 __all__ = ["split_tokens", "corpus_summary", "eval_windows", "first_batches_loss", "training_words"]
 
@@ -48,7 +47,6 @@ def eval_windows(corpus, n: int, block_size: int, split: str = "val") -> torch.T
     return data[: n * block_size].view(n, block_size)
 
 
-@torch.no_grad()
 def first_batches_loss(
     model,
     corpus,
@@ -65,19 +63,8 @@ def first_batches_loss(
     from the whole split)."""
     if isinstance(n_batches, bool) or not isinstance(n_batches, int) or n_batches < 1:
         raise ValueError(f"n_batches must be a positive int; got {n_batches!r}.")
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    meter = PerplexityMeter()
-    for b in itertools.islice(corpus.eval_batches(split, batch_size, block_size), n_batches):
-        b = {k: v.to(device) for k, v in b.items()}
-        with autocast():
-            logits = model(b["input_ids"], **model_kwargs(b))
-        meter.update(logits.float(), b["labels"])
-    model.train(was_training)
-    if meter.n_tokens == 0:
-        raise ValueError(f"the {split} split has no row of block_size = {block_size} tokens to score.")
-    return meter.mean_nll
+    batches = itertools.islice(corpus.eval_batches(split, batch_size, block_size), n_batches)
+    return score_batches(model, batches, split=split, block_size=block_size, autocast=autocast).mean_nll
 
 
 def training_words(corpus, max_tokens: int = 2_000_000) -> set:
