@@ -22,12 +22,13 @@ from .._validate import require_int_scalar
 from ..perplexity import PerplexityMeter
 from .accumulate import NonFiniteLossError, model_kwargs
 
-__all__ = ["evaluate", "score_batches"]
+__all__ = ["evaluate", "evaluation_batches", "score_batches"]
 
 
-def _batches(corpus, split: str, batch_size: int, block_size: int, max_batches, seed: int):
-    """The whole split in order (``max_batches=None``), or ``max_batches`` batches of random
-    windows from a generator seeded with ``seed``. The corpus checks the arguments."""
+def evaluation_batches(corpus, split: str, batch_size: int, block_size: int, max_batches, seed: int = 0):
+    """The batches :func:`evaluate` scores: the whole split in order (``max_batches=None``), or
+    ``max_batches`` batches of random windows from a generator seeded with ``seed`` (the same
+    windows at every call). The corpus checks the arguments."""
     first = corpus.eval_batches(split, batch_size, block_size, max_batches)
     if max_batches is None:
         yield from first
@@ -60,7 +61,7 @@ def evaluate(
     (:func:`lmcore.data.base.eval_args`); the model's mode is restored on every exit."""
     require_int_scalar("seed", seed, min=0)
     block_size = model.config.block_size if block_size is None else block_size
-    batches = _batches(corpus, split, batch_size, block_size, max_batches, seed)
+    batches = evaluation_batches(corpus, split, batch_size, block_size, max_batches, seed)
     return score_batches(model, batches, split=split, block_size=block_size, device=device, autocast=autocast)
 
 

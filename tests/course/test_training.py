@@ -1,4 +1,4 @@
-"""Notebook 08's support code: AdamW by hand, curve phases, exposure-bias measurements, the
+"""Notebook 08's support code: AdamW by hand, the phases read from a run, exposure-bias measurements, the
 sampling widget's state, top-p properties, word share, plots and the exercise checkers.
 
 References are independent: torch.optim.AdamW, F.cross_entropy in float64, naive loops.
@@ -64,26 +64,60 @@ def _history(vals, every=10):
     return [{"step": i * every, "train_loss": v + 0.1, "val_loss": v} for i, v in enumerate(vals)]
 
 
-def test_curve_phases_quarters():
-    h = _history([5.0, 4.0, 3.0, 2.9, 2.8, 2.75, 2.7, 2.65, 2.6])  # steps 0..80
-    ph = T.curve_phases(h)
-    assert ph["steps"] == [0, 20, 40, 60, 80]
-    assert ph["loss"] == [5.0, 3.0, 2.8, 2.7, 2.6]
-    assert np.allclose(ph["drops"], [2.0, 0.2, 0.1, 0.1])
-    assert ph["total_drop"] == pytest.approx(2.4) and sum(ph["shares"]) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="at least 5"):
-        T.curve_phases(h[:4])
+def _dense(gaps, losses, every=5):
+    return [{"step": i * every, "loss": v, "frequency_gap": g} for i, (g, v) in enumerate(zip(gaps, losses))]
 
 
-def test_plot_loss_curves_lines_and_phases():
+def test_read_phases_puts_the_boundaries_where_the_measurements_do():
+    h = _history([5.0, 3.0, 2.8, 2.7, 2.65, 2.62, 2.6])  # records every 10 steps, 0..60
+    d = _dense([1.0, 0.5, 0.2, 0.09, 0.05], [5.0, 4.0, 3.5, 3.2, 3.0])  # steps 0..20
+    ph = T.read_phases(h, d)
+    # phase 1 ends where the gap has closed by 90% (0.09 <= 0.1: step 15); phase 3 starts at
+    # the first record within a tenth of the drop (2.4) of the final 2.6: 2.8 at step 20
+    assert ph["steps"] == [0, 15, 20, 60]
+    assert ph["loss"] == [5.0, 3.2, 2.8, 2.6]
+    assert np.allclose(ph["drops"], [1.8, 0.4, 0.2]) and ph["total_drop"] == pytest.approx(2.4)
+    assert sum(ph["shares"]) == pytest.approx(1.0) and ph["shares"][0] == pytest.approx(0.75)
+    assert np.allclose(ph["step_shares"], [15 / 60, 5 / 60, 40 / 60])
+    assert T.read_phases(h, d, gap_closed=0.5)["steps"][1] == 5  # 0.5 <= 0.5
+    assert T.read_phases(h, d, last_share=0.5)["steps"][2] == 15  # not before phase 1 ends
+    never = T.read_phases(h, _dense([1.0, 0.9], [5.0, 4.5]))
+    assert never["steps"][1] == 5  # the gap never closed: phase 1 runs to the last dense point
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [({"gap_closed": 1.0}, "gap_closed"), ({"last_share": 0}, "last_share"), ({"gap_closed": True}, "gap_closed")],
+)
+def test_read_phases_refuses_bad_thresholds(kwargs, words):
+    h, d = _history([5.0, 3.0, 2.8]), _dense([1.0, 0.05], [5.0, 3.0])
+    with pytest.raises(ValueError, match=words):
+        T.read_phases(h, d, **kwargs)
+    with pytest.raises(ValueError, match="2\\+ records"):
+        T.read_phases(h[:1], d)
+    with pytest.raises(ValueError, match="dense 1\\+"):
+        T.read_phases(h, [])
+
+
+def test_plot_loss_curves_lines_phases_dense_points_and_best():
     h = _history([4.6, 3.5, 3.0, 2.8, 2.7, 2.65])
-    fig = TV.plot_loss_curves(h, math.log(103), 3.25, phases=T.curve_phases(h))
+    d = _dense([1.0, 0.5, 0.05], [4.6, 4.0, 3.6], every=4)
+    fig = TV.plot_loss_curves(h, math.log(103), 3.25, phases=T.read_phases(h, d), dense=d, best_step=40)
     ax = fig.axes[0]
     flat = [ln.get_ydata()[0] for ln in ax.lines if len(set(ln.get_ydata())) == 1]
     assert any(abs(y - math.log(103)) < 1e-12 for y in flat) and 3.25 in flat
-    assert {t.get_text() for t in ax.texts} == {"1 sharp drop", "2 steady descent", "3 flattening"}
-    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    assert {t.get_text() for t in ax.texts} == {"1 frequencies", "2 context", "3 flattening"}
+    assert ax.get_xscale() == "symlog" and "log scale" in ax.get_xlabel()
+    val = next(ln for ln in ax.lines if ln.get_label() == "validation")
+    # the validation line runs through the dense points, then the records after them
+    assert list(val.get_xdata()) == [0, 4, 8, 10, 20, 30, 40, 50]
+    assert list(val.get_ydata())[:4] == [4.6, 4.0, 3.6, 3.5]
+    assert any("best record (step 40)" in ln.get_label() for ln in ax.lines)
+    assert ax.get_ylabel() and ax.get_title()
     plt.close(fig)
+    plain = TV.plot_loss_curves(h)
+    assert plain.axes[0].get_xscale() == "linear" and not plain.axes[0].texts
+    plt.close(plain)
 
 
 def _naive_filtered(logits, T_, k=None, p=None):

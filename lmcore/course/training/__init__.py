@@ -8,6 +8,8 @@
   stream text corpus (``python-docs``, the ``cpu`` preset) and ....
 - ``views``: plots and the sampling widget: the loss curves of a run (with ln V, the unigram
   entropy and the phases of ....
+- ``dynamics``: what the first steps of a run learn (the loss as frequency entropy, frequency gap
+  and context, measured densely on a retrained start) and a small training slice a run overfits.
 - ``exercises``: the learning-rate schedule exercise's checker (warmup, then cosine, then
   ``min_lr``).
 - ``exposure``: exposure bias measured.
@@ -18,4 +20,4 @@ The notebook imports these modules (``from lmcore.course.training import views``
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "reference", "run", "views", "exposure", "exposure_views"]
+__all__ = ["lesson", "dynamics", "exercises", "reference", "run", "views", "exposure", "exposure_views"]

@@ -18,7 +18,7 @@ from ..checks import Case, check
 __all__ = [
     "preset_for",
     "adamw_by_hand",
-    "curve_phases",
+    "read_phases",
     "show_char",
     "context_limit",
     "sampling_state",
@@ -47,23 +47,42 @@ def adamw_by_hand(p, grad, *, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0,
     return new_p, m, v
 
 
-def curve_phases(history, *, key: str = "val_loss") -> dict:
-    """Split a history (records with ``step`` and ``key``) into quarters of its steps: the
-    record nearest each quarter's end, the loss there, each quarter's drop and share of the
-    whole drop (a sharp early drop, a steady middle and a flat end give falling shares)."""
-    if len(history) < 5:
-        raise ValueError(f"history needs at least 5 records to split into quarters; got {len(history)}.")
-    steps = np.array([r["step"] for r in history], dtype=float)
-    loss = np.array([r[key] for r in history], dtype=float)
-    idx = [int(np.argmin(np.abs(steps - steps[0] - q * (steps[-1] - steps[0]) / 4))) for q in range(5)]
-    at = [float(loss[i]) for i in idx]
-    drops = [at[i] - at[i + 1] for i in range(4)]
-    total = at[0] - at[-1]
+def read_phases(
+    history, dense, *, gap_closed: float = 0.9, last_share: float = 0.1, key: str = "val_loss"
+) -> dict:
+    """The three phases of a run, read from its measurements rather than from its step count.
+
+    - phase 1 ends at the first record of ``dense`` (:func:`lmcore.course.training.dynamics.first_steps`'s
+      records: ``step``, ``loss``, ``frequency_gap``) whose frequency gap has closed by
+      ``gap_closed`` of its value at step 0: the model's mean forecast is nearly the frequencies;
+    - phase 3 (the flattening) starts at the first record of ``history`` whose ``key`` is within
+      ``last_share`` of the whole drop from the final loss: what is left to gain is small;
+    - phase 2 is what lies between.
+
+    Returns ``steps`` [0, end of 1, start of 3, last], ``loss`` there, each phase's ``drops`` and
+    ``shares`` of the whole drop, and ``step_shares`` (each phase's share of the run's steps).
+    """
+    if len(history) < 2 or not dense:
+        raise ValueError(f"history needs 2+ records and dense 1+; got {len(history)} and {len(dense or [])}.")
+    for name, x in (("gap_closed", gap_closed), ("last_share", last_share)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < 1:
+            raise ValueError(f"{name} must be a number in (0, 1); got {x!r}.")
+    start, final, last = float(history[0][key]), float(history[-1][key]), int(history[-1]["step"])
+    total = start - final
+    gap0 = float(dense[0]["frequency_gap"])
+    end1 = next((r for r in dense if r["frequency_gap"] <= (1 - gap_closed) * gap0), dense[-1])
+    start3 = next(r for r in history if float(r[key]) - final <= last_share * total)
+    if start3["step"] < end1["step"]:  # the loss was already near its end when phase 1 ended
+        start3 = {"step": end1["step"], key: end1["loss"]}
+    steps = [0, int(end1["step"]), int(start3["step"]), last]
+    loss = [start, float(end1["loss"]), float(start3[key]), final]
+    drops = [loss[i] - loss[i + 1] for i in range(3)]
     return {
-        "steps": [int(steps[i]) for i in idx],
-        "loss": at,
+        "steps": steps,
+        "loss": loss,
         "drops": drops,
         "shares": [d / total if total else float("nan") for d in drops],
+        "step_shares": [(steps[i + 1] - steps[i]) / last for i in range(3)],
         "total_drop": total,
     }
 

@@ -1,5 +1,6 @@
 """Notebook 08's plots and the sampling widget: the loss curves of a run (with ln V, the unigram
-entropy and the phases of :func:`lmcore.course.training.lesson.curve_phases`), the next-token bars of
+entropy and the phases of :func:`lmcore.course.training.lesson.read_phases`; the first steps measured
+densely), the next-token bars of
 :func:`lmcore.course.training.lesson.sampling_state`, and the sampling explorer.
 
 ``python -m lmcore.course.training.views runs/NAME`` draws ``runs/NAME/loss.png`` from the
@@ -20,7 +21,14 @@ from ..style import COLORS, new_figure
 from ..widgets import figure_png, on_change
 from .lesson import sampling_state, show_char
 
-__all__ = ["plot_loss_curves", "plot_next_token_distribution", "sampling_explorer", "plot_run", "main"]
+__all__ = [
+    "plot_loss_curves",
+    "plot_first_steps",
+    "plot_next_token_distribution",
+    "sampling_explorer",
+    "plot_run",
+    "main",
+]
 
 
 def plot_loss_curves(
@@ -29,10 +37,15 @@ def plot_loss_curves(
     unigram_entropy: float | None = None,
     *,
     phases: dict | None = None,
+    dense=None,
+    best_step: int | None = None,
     title: str = "Training on the Python docs, one character per token",
+    legend_loc: str = "upper right",
 ):
-    """Train and validation loss against step, with ln V and the unigram entropy as lines and,
-    given :func:`lmcore.course.training.lesson.curve_phases`'s result, the three phases shaded (quarter 1, 2-3, 4)."""
+    """Train and validation loss against step, with ln V and the unigram entropy as lines; with
+    ``dense`` (records with ``step`` and ``loss``, e.g. a retrained start measured every few steps)
+    those points too; given :func:`lmcore.course.training.lesson.read_phases`'s result, the three
+    phases shaded (on a log step axis); with ``best_step``, a line at the best record."""
     fig, ax = new_figure(width=7.0, height=4.0)
     steps = [r["step"] for r in history]
     ax.plot(
@@ -42,9 +55,21 @@ def plot_loss_curves(
         marker=".",
         label="train (mean over the last interval)",
     )
-    ax.plot(
-        steps, [r["val_loss"] for r in history], color=COLORS["val"], marker="o", ms=3, label="validation"
-    )
+    val = [(r["step"], r["val_loss"]) for r in history]
+    if dense:  # the dense points stand in for the records they cover
+        val = [(r["step"], r["loss"]) for r in dense] + [v for v in val if v[0] > dense[-1]["step"]]
+    ax.plot(*zip(*val), color=COLORS["val"], label="validation")
+    ax.plot(steps, [r["val_loss"] for r in history], color=COLORS["val"], marker="o", ms=3, ls="none")
+    if dense:
+        ax.plot(
+            [r["step"] for r in dense],
+            [r["loss"] for r in dense],
+            color=COLORS["val"],
+            marker="x",
+            ms=4,
+            ls="none",
+            label="validation, the start retrained",
+        )
     if ln_v is not None:
         ax.axhline(ln_v, ls="--", color=COLORS["anchor"], label=f"ln V = {ln_v:.2f} (uniform guess)")
     if unigram_entropy is not None:
@@ -54,21 +79,47 @@ def plot_loss_curves(
             color=COLORS["floor"],
             label=f"unigram entropy = {unigram_entropy:.2f} (no context)",
         )
+    if best_step is not None:
+        ax.axvline(best_step, color="black", lw=1, ls="-.", label=f"best record (step {best_step}): best.pt")
     s = (phases or {}).get("steps")
-    for k, (a, b, text) in enumerate(
-        ((0, 1, "1 sharp drop"), (1, 3, "2 steady descent"), (3, 4, "3 flattening")) if s else ()
-    ):
-        ax.axvspan(s[a], s[b], color="gray", alpha=0.06 * (k % 2 + 1), lw=0)
+    if s:  # a log step axis (linear below 10 steps) gives the short first phase its room
+        ax.set_xscale("symlog", linthresh=10)
+    for k, text in enumerate(("1 frequencies", "2 context", "3 flattening") if s else ()):
+        ax.axvspan(s[k], s[k + 1], color="gray", alpha=0.08 * (k % 2 + 1), lw=0)
+        middle = (s[k] + s[k + 1]) / 2 if k else s[1] / 2
         ax.text(
-            (s[a] + s[b]) / 2,
-            0.56,
+            math.sqrt(max(s[k], 1) * s[k + 1]) if k else middle,
+            0.04,
             text,
             transform=ax.get_xaxis_transform(),
             ha="center",
             bbox={"facecolor": "white", "alpha": 0.8, "lw": 0},
         )
-    ax.set(xlabel="optimiser step", ylabel="loss (nats per character)", title=title)
-    ax.legend(loc="upper right")
+    xlabel = "optimiser step" + (" (log scale above 10)" if s else "")
+    ax.set(xlabel=xlabel, ylabel="loss (nats per character)", title=title)
+    ax.legend(loc=legend_loc)
+    return fig
+
+
+def plot_first_steps(dense, ln_v: float | None = None, *, title: str = "The first steps, measured every few"):
+    """The validation loss of a retrained start, the loss of the model's mean forecast (what it
+    would score reading no context) and the entropy of the targets' frequencies: the gap between
+    the last two is the frequency gap, between the first two what context gains."""
+    fig, ax = new_figure(width=7.0, height=3.6)
+    steps = [r["step"] for r in dense]
+    ax.plot(steps, [r["loss"] for r in dense], color=COLORS["val"], marker="o", ms=3, label="validation loss")
+    ax.plot(
+        steps,
+        [r["freq_entropy"] + r["frequency_gap"] for r in dense],
+        color=COLORS["train"],
+        marker=".",
+        label="loss of its mean forecast (no context)",
+    )
+    ax.axhline(dense[0]["freq_entropy"], ls=":", color=COLORS["floor"], label="entropy of the frequencies")
+    if ln_v is not None:
+        ax.axhline(ln_v, ls="--", color=COLORS["anchor"], label=f"ln V = {ln_v:.2f}")
+    ax.set(xlabel="optimiser step", ylabel="nats per character", title=title)
+    ax.legend(loc="lower left")
     return fig
 
 
