@@ -119,7 +119,7 @@ def test_loss_parts_restores_the_mode_and_refuses_bad_input(docs):
         D.loss_parts(model, [empty])
 
 
-def test_first_steps_is_the_runs_own_start_and_measuring_does_not_perturb_it(docs):
+def test_first_steps_is_the_runs_own_start_and_measuring_does_not_perturb_it(tmp_path, docs):
     fs = D.first_steps(
         TINY, docs, until=10, every=2, sample_at=(0, 10), prompt_ids=docs.tokenizer.encode("The "), n_new=7
     )
@@ -138,6 +138,10 @@ def test_first_steps_is_the_runs_own_start_and_measuring_does_not_perturb_it(doc
         parts["loss"], abs=1e-12
     )
     assert len(fs["windows"]) == TINY.eval_batches
+    path = D.save_first_steps(fs, tmp_path / "run" / "first_steps.json")  # kept with a run
+    again = D.load_first_steps(path, docs, TINY)
+    assert again["records"] == fs["records"] and again["samples"] == fs["samples"] and again["run"] is None
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(again["windows"], fs["windows"]))
 
 
 def test_first_steps_refuses_bad_arguments(docs):

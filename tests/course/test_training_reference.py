@@ -106,3 +106,28 @@ def test_retraining_the_first_150_steps_of_the_preset_reproduces_the_reference_h
         assert (got["tokens"], got["lr"]) == (want["tokens"], want["lr"])
         assert got["val_loss"] == pytest.approx(want["val_loss"], abs=5e-3)
         assert got["train_loss"] == pytest.approx(want["train_loss"], abs=5e-3)
+
+
+def test_the_reference_carries_section_6s_retrained_start_as_the_run_measured_it(corpus, ck):
+    fs = T.reference_first_steps(corpus, NOTEBOOK_CFG)
+    recs = fs["records"]
+    assert [r["step"] for r in recs] == list(range(0, NOTEBOOK_CFG.eval_interval + 1, 5))
+    assert sorted(fs["samples"]) == [0, 15, 35, NOTEBOOK_CFG.eval_interval] and fs["run"] is None
+    assert len(fs["windows"]) == NOTEBOOK_CFG.eval_batches
+    # the same run: its start, measured, is the reference's records at step 0 and eval_interval
+    assert recs[0]["loss"] == pytest.approx(ck["history"][0]["val_loss"], abs=1e-5)
+    assert recs[-1]["loss"] == pytest.approx(ck["history"][1]["val_loss"], abs=5e-3)
+    for r in recs:
+        assert r["freq_entropy"] + r["frequency_gap"] + r["context"] == pytest.approx(r["loss"], abs=1e-9)
+
+
+def test_the_reference_carries_section_6s_small_slice_run_and_its_turn():
+    over = T.reference_small_slice()
+    short = replace(NOTEBOOK_CFG, max_steps=150, warmup_steps=20, eval_interval=10, eval_batches=4)
+    assert over.config == short and over.status == "finished" and over.model is None
+    assert [r["step"] for r in over.history] == list(range(0, 151, 10))
+    assert over.best_val_loss == min(r["val_loss"] for r in over.history[1:])
+    at_best = next(r for r in over.history if r["step"] == over.best_step)
+    assert over.best_step / short.max_steps < 0.5  # notebook 08's verdicts, on the committed run
+    assert over.history[-1]["val_loss"] - over.best_val_loss > 0.3
+    assert at_best["train_loss"] - over.history[-1]["train_loss"] > 0.5

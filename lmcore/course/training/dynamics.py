@@ -14,8 +14,10 @@ small training set that a run overfits.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -28,7 +30,7 @@ from ...train import model_config, train
 from ...train.accumulate import model_kwargs
 from ...train.evaluation import evaluation_batches
 
-__all__ = ["loss_parts", "first_steps", "SmallSlice"]
+__all__ = ["loss_parts", "first_steps", "save_first_steps", "load_first_steps", "SmallSlice"]
 
 
 @torch.no_grad()
@@ -136,6 +138,25 @@ def first_steps(
     measure(0, model)
     run = train(replace(cfg, progress=False), corpus, model=model, callback=measure)
     return {"records": records, "samples": samples, "windows": windows, "run": run}
+
+
+def save_first_steps(fs: dict, path) -> Path:
+    """Write :func:`first_steps`'s records and samples to ``path`` (JSON), beside a run's
+    checkpoints, so that a reference run can carry them (:func:`load_first_steps`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"records": fs["records"], "samples": {str(k): v for k, v in fs["samples"].items()}}
+    path.write_text(json.dumps(body, indent=1) + "\n")
+    return path
+
+
+def load_first_steps(path, corpus, cfg) -> dict:
+    """:func:`first_steps`'s result as :func:`save_first_steps` wrote it, with the validation
+    windows of ``cfg`` rebuilt from ``corpus`` (``run`` is None: nothing is retrained)."""
+    body = json.loads(Path(path).read_text())
+    windows = list(evaluation_batches(corpus, "val", cfg.batch_size, cfg.block_size, cfg.eval_batches))
+    samples = {int(k): v for k, v in body["samples"].items()}
+    return {"records": body["records"], "samples": samples, "windows": windows, "run": None}
 
 
 class SmallSlice(CorpusBase):

@@ -9,9 +9,13 @@ two moments in bfloat16 (a third of the size; a run resumed from it continues fr
 moments, not bit for bit). :func:`use_reference_run` decides: asked for, or under nbgrader's
 autograder, and only where the run fits (the ``cpu`` preset, the same vocabulary).
 
-``python -m lmcore.course.training.reference RUN_DIR`` writes the folder from a finished run of
-``python -m lmcore.train --preset cpu --out RUN_DIR``; ``tests/course/test_training_reference.py``
-checks it against the preset.
+It also carries section 6's two short runs, as the notebook's training path produced them:
+the retrained start's measurements (``first_steps.json``) and the small-slice run's history and
+best (``small_slice.json``), so that grading skips those runs too.
+
+``python -m lmcore.course.training.reference notebooks/runs/08_training_run`` writes the folder
+from the run directory of an executed notebook 08 (``--short-runs-only``: only the two JSON
+files); ``tests/course/test_training_reference.py`` checks it against the preset.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ...train import TrainConfig, TrainResult, load_checkpoint, load_model, save
 from ...train.checkpoint import tokenizer_state
 from ...train.resume import copy_checkpoint
 from ..autograding import grading
+from .dynamics import load_first_steps
 
 __all__ = [
     "REFERENCE_DIR",
@@ -38,12 +43,16 @@ __all__ = [
     "reference_fits",
     "use_reference_run",
     "reference_run",
+    "reference_first_steps",
+    "reference_small_slice",
     "write_reference_run",
+    "write_reference_dynamics",
 ]
 
 REFERENCE_DIR = Path(__file__).resolve().with_name("reference_run")
 REFERENCE_PRESET = "cpu"
 _FILES = ("checkpoint.pt", "best.pt")
+FIRST_STEPS, SMALL_SLICE = "first_steps.json", "small_slice.json"  # section 6's two short runs
 
 
 def corpus_fingerprint(corpus) -> str:
@@ -120,6 +129,26 @@ def reference_run(out_dir, corpus, device="cpu", source=REFERENCE_DIR) -> TrainR
     )
 
 
+def reference_first_steps(corpus, cfg, source=REFERENCE_DIR) -> dict:
+    """Section 6's retrained start, as the notebook's own run measured it
+    (:func:`lmcore.course.training.dynamics.load_first_steps`: records, samples, windows)."""
+    return load_first_steps(Path(source) / FIRST_STEPS, corpus, cfg)
+
+
+def reference_small_slice(source=REFERENCE_DIR) -> TrainResult:
+    """Section 6's small-slice run as :func:`lmcore.train.train` returned it, without its model
+    and checkpoints (``model`` and ``best_path`` are None): history, config and best."""
+    body = json.loads((Path(source) / SMALL_SLICE).read_text())
+    return TrainResult(
+        None,
+        body["history"],
+        status=body["status"],
+        config=_config(body["train_config"]),
+        best_step=body["best_step"],
+        best_val_loss=body["best_val_loss"],
+    )
+
+
 def _compact(src: Path, dst: Path) -> dict:
     """Copy a checkpoint with AdamW's moments in bfloat16 (weights and everything else as they are)."""
     ck = load_checkpoint(src)
@@ -160,14 +189,39 @@ def write_reference_run(run_dir, corpus, dest=REFERENCE_DIR) -> Path:
     return dest
 
 
+def write_reference_dynamics(run_dir, dest=REFERENCE_DIR) -> Path:
+    """Copy section 6's two short runs from an executed notebook's ``run_dir`` into ``dest``:
+    ``first_steps.json`` as the notebook wrote it, and the small-slice run's history and best
+    (from ``run_dir/small_slice/checkpoint.pt``) as ``small_slice.json``."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    (dest / FIRST_STEPS).write_text((run_dir / FIRST_STEPS).read_text())
+    ck = load_checkpoint(run_dir / "small_slice" / "checkpoint.pt")
+    body = {
+        "status": "finished" if ck["step"] == ck["train_config"]["max_steps"] else "stopped",
+        "train_config": ck["train_config"],
+        "history": ck["history"],
+        "best_step": ck["best_step"],
+        "best_val_loss": ck["best_val_loss"],
+    }
+    (dest / SMALL_SLICE).write_text(json.dumps(body, indent=1) + "\n")
+    return dest
+
+
 def main(argv=None) -> int:
     from ...data import load_corpus
 
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m lmcore.course.training.reference RUN_DIR  (a finished cpu-preset run)")
-    ck = load_checkpoint(Path(argv[0]) / "checkpoint.pt")
-    print(f"wrote {write_reference_run(argv[0], load_corpus(ck['train_config']['corpus']))}")
+    short_only = "--short-runs-only" in argv
+    args = [a for a in argv if a != "--short-runs-only"]
+    if len(args) != 1:
+        sys.exit(
+            "usage: python -m lmcore.course.training.reference RUN_DIR [--short-runs-only]  "
+            "(the run directory of an executed notebook 08, cpu preset)"
+        )
+    if not short_only:
+        ck = load_checkpoint(Path(args[0]) / "checkpoint.pt")
+        print(f"wrote {write_reference_run(args[0], load_corpus(ck['train_config']['corpus']))}")
+    print(f"wrote section 6's short runs into {write_reference_dynamics(args[0])}")
     return 0
 
 
