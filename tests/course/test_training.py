@@ -87,7 +87,11 @@ def test_read_phases_puts_the_boundaries_where_the_measurements_do():
 
 @pytest.mark.parametrize(
     "kwargs, words",
-    [({"gap_closed": 1.0}, "gap_closed"), ({"last_share": 0}, "last_share"), ({"gap_closed": True}, "gap_closed")],
+    [
+        ({"gap_closed": 1.0}, "gap_closed"),
+        ({"last_share": 0}, "last_share"),
+        ({"gap_closed": True}, "gap_closed"),
+    ],
 )
 def test_read_phases_refuses_bad_thresholds(kwargs, words):
     h, d = _history([5.0, 3.0, 2.8]), _dense([1.0, 0.05], [5.0, 3.0])
