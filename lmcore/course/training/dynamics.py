@@ -64,7 +64,9 @@ def loss_parts(model, batches, *, device=None, autocast=contextlib.nullcontext) 
                 logits = model(b["input_ids"], **model_kwargs(b))
             logits, targets = shift_for_next_token(logits, b["labels"])
             keep = targets != IGNORE_INDEX
-            logp = logits[keep].double().log_softmax(-1).cpu()  # (valid targets, V)
+            logp = (
+                logits[keep].float().cpu().double().log_softmax(-1)
+            )  # (valid targets, V); MPS has no float64
             y = targets[keep].cpu()
             nll -= logp.gather(1, y[:, None]).sum()
             counts += torch.bincount(y, minlength=V).double()
