@@ -28,12 +28,30 @@ __all__ = ["evaluate", "evaluation_batches", "score_batches"]
 def evaluation_batches(corpus, split: str, batch_size: int, block_size: int, max_batches, seed: int = 0):
     """The batches :func:`evaluate` scores: the whole split in order (``max_batches=None``), or
     ``max_batches`` batches of random windows from a generator seeded with ``seed`` (the same
-    windows at every call). The corpus checks the arguments."""
-    first = corpus.eval_batches(split, batch_size, block_size, max_batches)
-    if max_batches is None:
-        yield from first
-        return
-    if next(iter(first), None) is None:
+    windows at every call). The arguments are checked here, at the call (the corpus checks
+    ``split``, ``batch_size``, ``block_size`` and ``max_batches``); the batches come lazily."""
+    require_int_scalar("seed", seed, min=0)
+    if not callable(getattr(corpus, "eval_batches", None)) or not callable(getattr(corpus, "batch", None)):
+        raise TypeError(
+            f"corpus must be an lmcore corpus (with batch and eval_batches); got {type(corpus).__name__}."
+        )
+    in_order = iter(corpus.eval_batches(split, batch_size, block_size, max_batches))
+    head = next(in_order, None)  # runs the corpus's checks now; None: not one full row
+    return (
+        _in_order(head, in_order)
+        if max_batches is None
+        else _drawn(corpus, head, split, batch_size, block_size, max_batches, seed)
+    )
+
+
+def _in_order(head, rest):
+    if head is not None:
+        yield head
+        yield from rest
+
+
+def _drawn(corpus, head, split, batch_size, block_size, max_batches, seed):
+    if head is None:
         return  # not one full row: evaluate() says so
     generator = torch.Generator().manual_seed(seed)  # the same windows at every call
     for _ in range(max_batches):

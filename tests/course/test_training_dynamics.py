@@ -206,3 +206,44 @@ def test_the_cpu_preset_overfits_notebook_08s_small_slice_and_best_pt_catches_th
     best, _, _ = load_model(over.best_path)
     again = evaluate(best, small, "val", batch_size=cfg.batch_size, block_size=cfg.block_size, max_batches=4)
     assert again.mean_nll == pytest.approx(over.best_val_loss, abs=1e-5)
+
+
+def test_the_public_entries_refuse_bad_input_with_the_arguments_name(docs, tmp_path):
+    model = GPT(GPTConfig(vocab_size=docs.vocab_size, block_size=16, n_layer=1, n_head=1, n_embd=16))
+    with pytest.raises(TypeError, match="batches must give dicts with input_ids and labels"):
+        D.loss_parts(model, [torch.zeros(2, 4)])
+    with pytest.raises(TypeError, match="config.vocab_size"):
+        D.loss_parts(torch.nn.Linear(2, 2), [])
+    with pytest.raises(TypeError, match="TrainConfig"):
+        D.first_steps({"max_steps": 10}, docs, until=2, every=1)
+    with pytest.raises(TypeError, match="n_new"):
+        D.first_steps(TINY, docs, until=2, every=1, n_new=1.5)
+    with pytest.raises(TypeError, match="corpus must be an lmcore corpus"):
+        D.SmallSlice("some text", 2, 16)
+    with pytest.raises(TypeError, match="fs must be first_steps"):
+        D.save_first_steps([], tmp_path / "x.json")
+    with pytest.raises(TypeError, match="corpus must be an lmcore corpus"):
+        evaluation_batches(["not", "a", "corpus"], "val", 2, 16, 1)
+    with pytest.raises(ValueError, match="seed must be at least 0"):
+        evaluation_batches(docs, "val", 2, 16, 1, seed=-1)  # refused at the call, not at the first batch
+    with pytest.raises(ValueError, match="split"):
+        evaluation_batches(docs, "test", 2, 16, 1)
+
+
+@pytest.mark.parametrize(
+    "history, dense, words",
+    [
+        ("not records", [{"step": 0, "loss": 1.0, "frequency_gap": 1.0}], "history must be a list"),
+        (
+            [{"step": 0, "val_loss": float("nan")}] * 2,
+            [{"step": 0, "loss": 1.0, "frequency_gap": 1.0}],
+            "val_loss",
+        ),
+        ([{"step": 0, "val_loss": 2.0}] * 2, [{"step": 0, "loss": 1.0}], "frequency_gap"),
+    ],
+)
+def test_read_phases_names_a_bad_record(history, dense, words):
+    from lmcore.course.training.lesson import read_phases
+
+    with pytest.raises((TypeError, ValueError), match=words):
+        read_phases(history, dense)

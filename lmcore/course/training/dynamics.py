@@ -26,7 +26,7 @@ from ...data.base import CorpusBase
 from ...model import GPT
 from ...sample import generate
 from ...shift import IGNORE_INDEX, shift_for_next_token
-from ...train import model_config, train
+from ...train import model_config, train, validate_config
 from ...train.accumulate import model_kwargs
 from ...train.evaluation import evaluation_batches
 
@@ -48,8 +48,12 @@ def loss_parts(model, batches, *, device=None, autocast=contextlib.nullcontext) 
 
     Also ``n_targets``. The model runs in eval mode; its mode is restored on every exit.
     """
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}.")
+    if not isinstance(model, torch.nn.Module) or not isinstance(
+        getattr(getattr(model, "config", None), "vocab_size", None), int
+    ):
+        raise TypeError(
+            f"model must be a language model (a torch.nn.Module with config.vocab_size); got {type(model).__name__}."
+        )
     device = device or next(model.parameters()).device
     V = model.config.vocab_size
     nll = torch.zeros((), dtype=torch.float64)
@@ -59,6 +63,8 @@ def loss_parts(model, batches, *, device=None, autocast=contextlib.nullcontext) 
     model.eval()
     try:
         for b in batches:
+            if not isinstance(b, dict) or not {"input_ids", "labels"} <= set(b):
+                raise TypeError(f"batches must give dicts with input_ids and labels; got {type(b).__name__}.")
             b = {k: v.to(device) for k, v in b.items()}
             with autocast():
                 logits = model(b["input_ids"], **model_kwargs(b))
@@ -112,8 +118,10 @@ def first_steps(
     the new token ids, a list), ``windows`` (the validation batches measured) and ``run``
     (train()'s result, stopped at ``until``).
     """
+    cfg = validate_config(cfg)
     until = require_int_scalar("until", until, min=1)
     every = require_int_scalar("every", every, min=1)
+    n_new = require_int_scalar("n_new", n_new, min=0)
     if until > cfg.max_steps:
         raise ValueError(f"until must be at most cfg.max_steps = {cfg.max_steps}; got {until}.")
     sample_at = {require_int_scalar("sample_at", s, min=0) for s in sample_at}
@@ -145,6 +153,8 @@ def first_steps(
 def save_first_steps(fs: dict, path) -> Path:
     """Write :func:`first_steps`'s records and samples to ``path`` (JSON), beside a run's
     checkpoints, so that a reference run can carry them (:func:`load_first_steps`)."""
+    if not isinstance(fs, dict) or not {"records", "samples"} <= set(fs):
+        raise TypeError("fs must be first_steps()'s result (a dict with records and samples).")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"records": fs["records"], "samples": {str(k): v for k, v in fs["samples"].items()}}
@@ -167,6 +177,10 @@ class SmallSlice(CorpusBase):
     replacement. The validation split is ``corpus``'s own, unchanged."""
 
     def __init__(self, corpus, n_rows: int, block_size: int):
+        if not all(callable(getattr(corpus, a, None)) for a in ("batch", "eval_batches")):
+            raise TypeError(
+                f"corpus must be an lmcore corpus (with batch and eval_batches); got {type(corpus).__name__}."
+            )
         n_rows = require_int_scalar("n_rows", n_rows, min=1)
         self.block_size = require_int_scalar("block_size", block_size, min=2)
         first = next(iter(corpus.eval_batches("train", n_rows, self.block_size, 1)), None)

@@ -7,6 +7,7 @@ sampling widget: :mod:`lmcore.course.training.views`; exposure bias:
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -62,6 +63,8 @@ def read_phases(
     Returns ``steps`` [0, end of 1, start of 3, last], ``loss`` there, each phase's ``drops`` and
     ``shares`` of the whole drop, and ``step_shares`` (each phase's share of the run's steps).
     """
+    _require_records("history", history, ("step", key))
+    _require_records("dense", dense, ("step", "loss", "frequency_gap"))
     if len(history) < 2 or not dense:
         raise ValueError(f"history needs 2+ records and dense 1+; got {len(history)} and {len(dense or [])}.")
     for name, x in (("gap_closed", gap_closed), ("last_share", last_share)):
@@ -85,6 +88,17 @@ def read_phases(
         "step_shares": [(steps[i + 1] - steps[i]) / last for i in range(3)],
         "total_drop": total,
     }
+
+
+def _require_records(name: str, records, keys) -> None:
+    """A list of dicts, each with ``keys`` holding finite numbers (a TypeError/ValueError names them)."""
+    if not isinstance(records, (list, tuple)) or not all(isinstance(r, dict) for r in records):
+        raise TypeError(f"{name} must be a list of records (dicts); got {type(records).__name__}.")
+    for i, r in enumerate(records):
+        for k in keys:
+            v = r.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name}[{i}][{k!r}] must be a finite number; got {v!r}.")
 
 
 def show_char(c: str) -> str:
