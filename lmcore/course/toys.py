@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from .._validate import require_int_scalar
+from .._validate import require_int_scalar, require_real
 from ..loss import causal_lm_loss
 from ..model import GPT, GPTConfig
 from ..shift import position_ids_from_attention_mask
@@ -129,11 +129,16 @@ def fit(
     weight_decay: float = 0.0,
     on_step: Callable | None = None,
     threads: int | None = 1,
+    lr_at: Callable | None = None,
+    grad_clip: float | None = None,
+    betas=_FIT_BETAS,
 ) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps and return the loss of each step (floats).
 
     The optimiser is lmcore's own (:func:`lmcore.train.optim.configure_optimizer`: weight decay
-    on matrices only, never biases or LayerNorm gains) with betas (0.9, 0.999), torch's default.
+    on matrices only, never biases or LayerNorm gains) with ``betas`` (default (0.9, 0.999),
+    torch's). ``lr_at(step)``, if given, sets each step's learning rate (else ``lr`` throughout);
+    ``grad_clip``, if given, clips the gradient norm before each update, as ``train()`` does.
 
     ``batch_fn(step)`` gives step ``step``'s batch: input ids (N, L) (labels = the ids), or a
     tuple ``(input_ids, labels)``, or anything ``loss_fn(model, batch) -> scalar loss``
@@ -143,18 +148,27 @@ def fit(
     CPU threads (1: tiny models run as fast and repeat exactly; None: torch's setting).
     """
     require_int_scalar("steps", steps, min=1)
+    if lr_at is not None and not callable(lr_at):
+        raise TypeError(f"lr_at must be a function of the step (or None); got {type(lr_at).__name__}.")
+    if grad_clip is not None:
+        require_real("grad_clip", grad_clip, min=0.0, min_inclusive=False)
     loss_fn = _default_loss if loss_fn is None else loss_fn
-    opt = configure_optimizer(model, lr=lr, weight_decay=weight_decay, betas=_FIT_BETAS)
+    opt = configure_optimizer(model, lr=lr, weight_decay=weight_decay, betas=betas)
     was_training, losses = model.training, []
     model.train()
     try:
         with cpu_threads(threads):
             for step in range(steps):
+                if lr_at is not None:
+                    for group in opt.param_groups:
+                        group["lr"] = lr_at(step)
                 if on_step is not None:
                     on_step(step, model)
                 loss = loss_fn(model, batch_fn(step))
                 opt.zero_grad()
                 loss.backward()
+                if grad_clip is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
                 opt.step()
                 losses.append(float(loss.detach()))
     finally:

@@ -5,6 +5,7 @@ labels; validation."""
 import pytest
 import torch
 
+from lmcore.course import toys
 from lmcore.course.rewards import scheduled as S
 from lmcore.course.rewards.data import _python_docs
 from lmcore.model import GPT, GPTConfig
@@ -43,9 +44,9 @@ def test_p_zero_and_one():
 
 def test_sampling_run_learns_and_keeps_true_labels(monkeypatch):
     seen = []
-    real = S.causal_lm_loss
+    real = toys.causal_lm_loss  # sampling_run trains through the kit's fit, whose loss this is
     monkeypatch.setattr(
-        S, "causal_lm_loss", lambda logits, labels: seen.append(labels) or real(logits, labels)
+        toys, "causal_lm_loss", lambda logits, labels: seen.append(labels) or real(logits, labels)
     )
     ids = _python_docs().train[:5000]
     model = S.sampling_run(ids, p=0.5, steps=3)

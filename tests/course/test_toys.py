@@ -149,8 +149,9 @@ def test_forward_with_mask_hides_padding_and_resets_positions():
         assert (shifted - model(ids[:, 2:])[0]).abs().max() > 1e-6
 
 
-def _hand_adamw(model, batches, lr, betas=(0.9, 0.999), eps=1e-8):
-    """AdamW with weight decay 0 written out: m, v, bias correction."""
+def _hand_adamw(model, batches, lr, betas=(0.9, 0.999), eps=1e-8, lr_at=None, clip=None):
+    """AdamW with weight decay 0 written out: m, v, bias correction; with ``lr_at(step)`` a
+    learning rate per step, with ``clip`` the gradients scaled to a total norm of at most clip."""
     params = list(model.parameters())
     m = [torch.zeros_like(p) for p in params]
     v = [torch.zeros_like(p) for p in params]
@@ -158,6 +159,10 @@ def _hand_adamw(model, batches, lr, betas=(0.9, 0.999), eps=1e-8):
     for t, ids in enumerate(batches, start=1):
         loss = causal_lm_loss(model(ids), ids)
         grads = torch.autograd.grad(loss, params)
+        lr = lr if lr_at is None else lr_at(t - 1)
+        if clip is not None:
+            norm = torch.sqrt(sum((g**2).sum() for g in grads))
+            grads = [g * min(1.0, clip / (float(norm) + 1e-6)) for g in grads]
         with torch.no_grad():
             for p, g, mi, vi in zip(params, grads, m, v):
                 mi.mul_(betas[0]).add_(g, alpha=1 - betas[0])
@@ -182,6 +187,27 @@ def test_fit_matches_a_hand_written_adamw_loop_and_restores_the_mode():
     assert losses == pytest.approx(want, rel=1e-9, abs=1e-12)
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p, q, atol=1e-9)
+
+
+def test_fit_with_a_schedule_clipping_and_betas_matches_the_hand_written_loop():
+    g = torch.Generator().manual_seed(2)
+    batches = [torch.randint(9, (4, 8), generator=g) for _ in range(5)]
+    schedule = lambda step: 3e-2 * (step + 1) / 5  # noqa: E731
+    model, ref = T.toy_gpt(9, dtype=torch.float64), T.toy_gpt(9, dtype=torch.float64)
+    losses = T.fit(
+        model, lambda s: batches[s], steps=5, lr=1.0, lr_at=schedule, grad_clip=0.05, betas=(0.8, 0.9)
+    )
+    want = _hand_adamw(ref, batches, None, betas=(0.8, 0.9), lr_at=schedule, clip=0.05)
+    assert losses == pytest.approx(want, rel=1e-9, abs=1e-12)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(p, q, atol=1e-9)
+    unclipped = T.toy_gpt(9, dtype=torch.float64)
+    T.fit(unclipped, lambda s: batches[s], steps=5, lr=1.0, lr_at=schedule, betas=(0.8, 0.9))
+    assert any(not torch.allclose(p, q) for p, q in zip(unclipped.parameters(), model.parameters()))
+    with pytest.raises(TypeError, match="lr_at"):
+        T.fit(model, lambda s: batches[s], steps=1, lr=1e-3, lr_at=0.1)
+    with pytest.raises(ValueError, match="grad_clip"):
+        T.fit(model, lambda s: batches[s], steps=1, lr=1e-3, grad_clip=0.0)
 
 
 def test_fit_takes_labels_or_a_loss_fn_and_checks_steps():

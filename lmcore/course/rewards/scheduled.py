@@ -3,20 +3,21 @@ short loop, once with teacher forcing and once with a share of its input charact
 its own argmax guess (the labels stay the true text), then probed with one injected wrong
 character (:func:`lmcore.course.rewards.compute.injected_error_gap`).
 
-Both runs use the same loop, seed, batches and schedule (AdamW and the cosine of
-:func:`lmcore.train.optim.lr_at`), so the only difference is what the model reads.
+Both runs use the same loop (the kit's :func:`lmcore.course.toys.fit`), seed, batches and schedule
+(AdamW, the cosine of :func:`lmcore.train.optim.lr_at`, gradient clipping at 1), so the only
+difference is what the model reads.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import torch
 
 from ..._validate import require_int_scalar, require_real, require_tensor
-from ...loss import causal_lm_loss
 from ...model import GPT, GPTConfig
-from ...train.optim import configure_optimizer, lr_at
+from ...train.optim import lr_at
+from ..toys import fit
 from .compute import injected_error_gap
 from .data import _python_docs, split_loss
 
@@ -54,18 +55,25 @@ def sampling_run(train_ids: torch.Tensor, *, p: float, steps: int = 200, seed: i
     if int(train_ids.max()) >= V or int(train_ids.min()) < 0:
         raise ValueError(f"train_ids must be ids of the Python docs' vocabulary [0, {V}).")
     model = GPT(GPTConfig(vocab_size=V, block_size=L, n_layer=2, n_head=2, n_embd=64))
-    opt = configure_optimizer(model, lr=3e-3, weight_decay=0.1)
     g = torch.Generator().manual_seed(seed)
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, lr=3e-3, min_lr=3e-4, warmup_steps=20, max_steps=steps)
+
+    def batch(step):  # random windows; the input with its share p of own guesses
         starts = torch.randint(0, len(train_ids) - L, (16,), generator=g)
         x = torch.stack([train_ids[s : s + L] for s in starts.tolist()])
-        loss = causal_lm_loss(model(own_guesses(model, x, p, g)), x)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        return own_guesses(model, x, p, g), x  # the loss is on the true next characters
+
+    schedule = partial(lr_at, lr=3e-3, min_lr=3e-4, warmup_steps=20, max_steps=steps)
+    fit(
+        model,
+        batch,
+        steps=steps,
+        lr=3e-3,
+        weight_decay=0.1,
+        lr_at=schedule,
+        grad_clip=1.0,
+        betas=(0.9, 0.99),
+        threads=None,
+    )
     return model.eval()
 
 
