@@ -355,3 +355,16 @@ def test_magnitudes_are_the_numbers_behind_the_verdicts(capsys):
     dm.print_magnitudes(["correct", "sees_future"])
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and out[1].startswith("correct ") and out[2].startswith("sees_future ")
+
+
+def test_overfit_one_batch_fits_a_pipeline_that_can_learn_and_not_softmax_first():
+    """Notebook 07's "overfit one batch": the correct loss memorises its batch far below the
+    batch's floor; softmax before the cross-entropy cannot fit even one batch."""
+    batch = d.padded_batch(d.documents(d.ROWS, seed=1000))
+    floor = d.entropy_floor(d.documents(d.ROWS, seed=1000))
+    correct = d.overfit_one_batch("correct", batch)
+    capped = d.overfit_one_batch("softmax_first", batch)
+    assert len(correct) == 150 and correct[-1] < floor - 0.2 < correct[0]
+    assert capped[-1] > floor + 1.0
+    again = d.overfit_one_batch("correct", batch)
+    assert again == correct  # one thread, the same seed: the same run

@@ -38,6 +38,7 @@ __all__ = [
     "pipeline_gpt",
     "build",
     "train_pipeline",
+    "overfit_one_batch",
     "loss_verdict",
     "floor_comparison",
     "below_floor",
@@ -96,6 +97,17 @@ def train_pipeline(key: str, steps: int = STEPS, lr: float = 1e-2, seed: int = 0
         )
         honest.append((steps, _honest_loss(forward, *held_out)))
     return model, tuple(losses), tuple(honest)
+
+
+def overfit_one_batch(key: str, batch, steps: int = 150, lr: float = 1e-2, seed: int = 0) -> list:
+    """Train pipeline ``key`` (a fresh tiny GPT) on the one ``batch`` ``(input_ids,
+    attention_mask)`` at every step; return its reported loss at each step (the "overfit one
+    batch" check: a pipeline that can learn drives it far below the batch's entropy floor)."""
+    model, forward, loss_fn = build(key, seed)
+    with cpu_threads(1):
+        return fit(
+            model, lambda step: batch, steps=steps, lr=lr, loss_fn=lambda _m, b: loss_fn(forward(*b), *b)
+        )
 
 
 def loss_verdict(key: str, *, quiet: bool = False) -> dict:
