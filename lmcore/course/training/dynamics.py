@@ -177,13 +177,10 @@ class SmallSlice(CorpusBase):
     replacement. The validation split is ``corpus``'s own, unchanged."""
 
     def __init__(self, corpus, n_rows: int, block_size: int):
-        if not all(callable(getattr(corpus, a, None)) for a in ("batch", "eval_batches")):
-            raise TypeError(
-                f"corpus must be an lmcore corpus (with batch and eval_batches); got {type(corpus).__name__}."
-            )
         n_rows = require_int_scalar("n_rows", n_rows, min=1)
         self.block_size = require_int_scalar("block_size", block_size, min=2)
-        first = next(iter(corpus.eval_batches("train", n_rows, self.block_size, 1)), None)
+        # the split's rows in order, one batch of n_rows (evaluation_batches checks the corpus)
+        first = next(evaluation_batches(corpus, "train", n_rows, self.block_size, None), None)
         if first is None or len(first["input_ids"]) < n_rows:
             have = 0 if first is None else len(first["input_ids"])
             raise ValueError(f"n_rows must be at most {have}, the rows of the training split; got {n_rows}.")
