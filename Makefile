@@ -28,18 +28,21 @@ progress: $(STAMP)
 # nbval against the committed outputs; its options (current env, notebooks/sanitize.cfg, the cell
 # timeout) are the root conftest.py's, applied whenever nbval runs (also `pytest notebooks/03_*.ipynb`).
 # pyproject's addopts deselect slow tests; make test runs all.
+# JOBS: pytest-xdist workers (auto: one per CPU core); --dist loadfile keeps a notebook's cells,
+# and a test file's tests, on one worker, in order. JOBS=0 runs in one process.
 NBVAL := --nbval
 ALL_TESTS := -m "slow or not slow"
+JOBS ?= auto
+XDIST := -n $(JOBS) --dist loadfile
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(ALL_TESTS) $(NBVAL) tests notebooks
+	$(BIN)/python -m pytest $(XDIST) $(ALL_TESTS) $(NBVAL) --ignore=tests/teach tests notebooks
 
-# nbval over every notebook under PyTorch's other CPU kernels, against the committed outputs:
-# proves the checked outputs do not depend on the CPU's vector kernels (PyTorch falls back
-# where the CPU lacks a level). One notebook: make test-portable NB="03_*"
+# nbval over every notebook under other CPU code paths, against the committed outputs: PyTorch's
+# non-vectorised kernels with MKL's compatible path, and PyTorch's AVX2 kernels, both at once
+# (lmcore.course.build.portable). One notebook: make test-portable NB="03_*"
 test-portable: $(STAMP)
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q $(NBVAL) notebooks/$(NB).ipynb
-	ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q $(NBVAL) notebooks/$(NB).ipynb
+	$(BIN)/python -m lmcore.course.build.portable "$(NB)"
 
 # Another torch than requirements.txt's, in its own git-ignored venv (.venv-torch-X.Y.Z): the
 # fast suite (pytest tests/) and nbval over TORCH_NB, the notebooks measured to hold on 2.11.0
@@ -151,4 +154,4 @@ grade: $(TEACH_STAMP)
 
 # The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end.
 test-teach: $(TEACH_STAMP)
-	$(BIN)/python -m pytest -q $(ALL_TESTS) tests/teach
+	$(BIN)/python -m pytest -q $(XDIST) $(ALL_TESTS) tests/teach

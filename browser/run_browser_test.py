@@ -11,7 +11,14 @@ values its text asks about. At the end, ``git status`` of notebooks/ and figures
 before. One line per notebook, then ``N passed, M failed``; screenshots in .browser-test/.
 Skips (exit 0) without Chromium or Playwright.
 
+With ``--edition both`` (the default) and ``--jobs 2`` (the default where the machine has two
+cores or more), the learner edition runs in a second process beside the instructor edition,
+each notebook kernel on one thread. Notebook 08 loads its committed reference run
+(``LMCORE_USE_REFERENCE_RUN=1``) instead of training, as grading does: nbval verifies its
+training, and this test what the browser shows (``--train`` trains it here too).
+
     python browser/run_browser_test.py [GLOB ...] [--edition both|instructor|learner] [--timeout S]
+                                       [--jobs 1|2] [--train]
 """
 
 from __future__ import annotations
@@ -198,6 +205,33 @@ def run_edition(edition, folder, patterns, args, pw) -> tuple:
     return passed, failed
 
 
+def _learner_process(args) -> subprocess.Popen:
+    """The learner edition in a second process (same patterns, limits and output folder); its
+    lines go to ``<out>/learner.log``, printed when it ends. The git check stays with this one."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), *args.patterns, "--edition", "learner"]
+    cmd += ["--notebooks", str(args.notebooks), "--timeout", str(args.timeout), "--out", str(args.out)]
+    cmd += ["--jobs", "1", "--no-git-check"] + (["--train"] if args.train else [])
+    log = open(args.out / "learner.log", "w", encoding="utf-8")  # closed by _finish
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    proc.log = log
+    return proc
+
+
+def _finish(proc: subprocess.Popen, out: Path) -> tuple:
+    """Wait for the learner process; print its lines; return (passed, failed) from its summary."""
+    code = proc.wait()
+    proc.log.close()
+    text = (out / "learner.log").read_text(encoding="utf-8", errors="replace")
+    print(text, end="" if text.endswith("\n") else "\n")
+    found = re.findall(r"^(\d+) passed, (\d+) failed$", text, flags=re.M)
+    if not found and "SKIPPED" in text and code == 0:
+        return 0, 0
+    if not found:
+        return 0, 1  # it died before its summary: a failure, never a silent pass
+    passed, failed = map(int, found[-1])
+    return passed, failed + (1 if code != 0 and not failed else 0)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("patterns", nargs="*", default=["*"], help="notebook name globs")
@@ -215,6 +249,15 @@ def main(argv=None) -> int:
         help="seconds per notebook (default 300)",
     )
     parser.add_argument("--out", type=Path, default=REPO / ".browser-test")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        choices=[1, 2],
+        default=2 if (os.cpu_count() or 1) >= 2 else 1,
+        help="2: both editions at once, in two processes (default with two cores or more)",
+    )
+    parser.add_argument("--train", action="store_true", help="08 trains instead of loading its reference run")
+    parser.add_argument("--no-git-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     reason = skip_reason()
@@ -227,27 +270,44 @@ def main(argv=None) -> int:
 
     from playwright.sync_api import sync_playwright
 
+    from lmcore.course.training.reference import REFERENCE_ENV
+
+    if not args.train:
+        os.environ[REFERENCE_ENV] = "1"  # the servers' kernels inherit it
+    editions = ["instructor", "learner"] if args.edition == "both" else [args.edition]
+    parallel = args.jobs == 2 and len(editions) == 2
+    if parallel:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # two kernels at once: one thread each
     args.out.mkdir(parents=True, exist_ok=True)
-    for old in [*args.out.glob("*.png"), *args.out.glob("instructor/*.png"), *args.out.glob("learner/*.png")]:
+    for old in [*args.out.glob("*.png"), *(p for e in editions for p in args.out.glob(f"{e}/*.png"))]:
         old.unlink()
-    start, before = time.monotonic(), git_status()
+    start, before = time.monotonic(), None if args.no_git_check else git_status()
     passed = failed = 0
-    print(f"browser test: JupyterLab + {CHROMIUM}", flush=True)
+    print(
+        f"browser test: JupyterLab + {CHROMIUM}" + (" (editions in parallel)" if parallel else ""), flush=True
+    )
     others = sorted(
         set(p.name for p in args.notebooks.glob("*.ipynb"))
         - set(p.name for p in widget_notebooks(args.notebooks))
     )
     if others:
         print(f"no widget in: {', '.join(others)} (not browser-tested)", flush=True)
-    editions = ["instructor", "learner"] if args.edition == "both" else [args.edition]
-    with tempfile.TemporaryDirectory(prefix="lmcore-learner-") as tmp, sync_playwright() as pw:
-        for edition in editions:
-            folder = (
-                args.notebooks if edition == "instructor" else learner_workspace(Path(tmp), args.notebooks)
-            )
-            p, f = run_edition(edition, folder, args.patterns, args, pw)
+    learner = _learner_process(args) if parallel else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="lmcore-learner-") as tmp, sync_playwright() as pw:
+            for edition in editions[:1] if parallel else editions:
+                folder = (
+                    args.notebooks
+                    if edition == "instructor"
+                    else learner_workspace(Path(tmp), args.notebooks)
+                )
+                p, f = run_edition(edition, folder, args.patterns, args, pw)
+                passed, failed = passed + p, failed + f
+    finally:
+        if learner is not None:
+            p, f = _finish(learner, args.out)
             passed, failed = passed + p, failed + f
-    after = git_status()
+    after = None if args.no_git_check else git_status()
     if before is not None and after != before:
         changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
         print(f"FAIL the repository changed while the test ran (git status): {changed[:5]}")

@@ -1,5 +1,7 @@
 """Shared helpers for the adversarial test modules (tests/test_adversarial_*.py)."""
 
+import re
+
 import pytest
 import torch
 
@@ -22,6 +24,16 @@ GOOD_ID_DTYPES = [torch.int64, torch.int32]
 NOT_INTS = [True, False, 2.0, 2.5, "2", None, float("inf"), float("nan"), [2]]
 # Values that are not a real number (for float-valued settings).
 NOT_REALS = [True, False, "0.5", None, [0.5], torch.tensor([0.5, 0.5])]
+
+
+def case_id(value) -> str:
+    """A test id that is the same in every process (pytest-xdist's workers must collect the same
+    ids): ``repr`` with sets sorted and memory addresses dropped."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(case_id(v) for v in value)) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {case_id(v)}" for k, v in value.items()) + "}"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
 
 
 def ids_tensor(values, dtype):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from _adversarial import raises
+from _adversarial import case_id, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -71,7 +71,7 @@ BAD_PACKING = [
 ]
 
 
-@pytest.mark.parametrize("docs,block,eos,pad,exc,name", BAD_PACKING, ids=repr)
+@pytest.mark.parametrize("docs,block,eos,pad,exc,name", BAD_PACKING, ids=case_id)
 @pytest.mark.parametrize("packer", list(PACKERS))
 def test_both_packers_refuse_alike(packer, docs, block, eos, pad, exc, name):
     with raises(exc, name):
@@ -134,7 +134,7 @@ BAD_IDS = [
 ]
 
 
-@pytest.mark.parametrize("bad,exc", BAD_IDS, ids=repr)
+@pytest.mark.parametrize("bad,exc", BAD_IDS, ids=case_id)
 def test_unigram_entropy_bad_ids(bad, exc):
     with raises(exc, "ids"):
         unigram_entropy(bad)
@@ -150,7 +150,7 @@ def test_unigram_entropy_bad_ids(bad, exc):
         (-1, ValueError),
         (2, ValueError),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_unigram_entropy_vocab_size(bad, exc):
     with raises(exc, "vocab_size"):
@@ -177,14 +177,14 @@ def test_unigram_entropy_matches_a_naive_count(ids):
         (-0.5, ValueError),
         (math.inf, ValueError),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_train_val_split_fraction(bad, exc):
     with raises(exc, "val_fraction"):
         train_val_split(torch.arange(20), bad)
 
 
-@pytest.mark.parametrize("bad", [iter(range(20)), 20, None, torch.tensor(3)], ids=repr)
+@pytest.mark.parametrize("bad", [iter(range(20)), 20, None, torch.tensor(3)], ids=case_id)
 def test_train_val_split_data(bad):
     with raises(TypeError, "data"):
         train_val_split(bad)
@@ -209,7 +209,7 @@ DATA = torch.arange(30) % 7
         (dict(generator=0), TypeError, "generator"),
         (dict(generator="seed"), TypeError, "generator"),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_random_windows(kw, exc, name):
     args = dict(data=DATA, batch_size=2, block_size=4) | kw
@@ -236,7 +236,7 @@ TOK = ByteTokenizer()
         ([-1] * 20, ValueError),
         ("abc" * 10, TypeError),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_text_corpus_ids_are_token_ids(ids, exc):
     with raises(exc, "ids"):
@@ -289,14 +289,14 @@ def test_eval_batches_of_a_split_shorter_than_a_row_yield_nothing():
         ([[3], [-100]], TypeError, "documents[1]"),
         ([[3], [99]], ValueError, "documents[1]"),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_document_corpus_documents(docs, exc, name):
     with raises(exc, name):
         DocumentCorpus("c", CHAT, docs * 5 if docs else docs)
 
 
-@pytest.mark.parametrize("bad", [5, None, ["a.txt"], 3.5], ids=repr)
+@pytest.mark.parametrize("bad", [5, None, ["a.txt"], 3.5], ids=case_id)
 def test_read_text_file_path_type(bad):
     from lmcore.data import read_text_file
 

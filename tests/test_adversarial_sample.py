@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 import torch
-from _adversarial import BAD_ID_DTYPES, raises
+from _adversarial import BAD_ID_DTYPES, case_id, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,7 +34,7 @@ Z = torch.tensor([[1.0, 3.0, 2.0, -1.0], [0.5, 0.1, 0.2, 4.0]])
         np.array([1.0, 2.0]),
         np.array([1, 2], dtype=np.uint8),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_prompts_that_are_not_int_ids_are_refused(bad):
     with raises(TypeError, "prompt_ids"):
@@ -60,7 +60,7 @@ def test_prompt_tensor_dtypes(dtype):
         [2, 11],
         [[0, 2**70]],
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_prompt_shapes_and_values(bad):
     with raises(ValueError, "prompt_ids"):
@@ -88,7 +88,7 @@ def test_valid_prompt_forms_agree():
         (None, TypeError),
         (-1, ValueError),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_max_new_tokens(bad, exc):
     with raises(exc, "max_new_tokens"):
@@ -102,14 +102,14 @@ def test_max_new_tokens_numpy_int():
 @pytest.mark.parametrize(
     "bad,exc",
     [(True, TypeError), (1.0, TypeError), ("1", TypeError), (-100, ValueError), (11, ValueError)],
-    ids=repr,
+    ids=case_id,
 )
 def test_eos_id(bad, exc):
     with raises(exc, "eos_id"):
         generate(MODEL, [1], 3, eos_id=bad)
 
 
-@pytest.mark.parametrize("bad", [0, "seed", torch.tensor(0), np.random.default_rng(0)], ids=repr)
+@pytest.mark.parametrize("bad", [0, "seed", torch.tensor(0), np.random.default_rng(0)], ids=case_id)
 def test_generator_must_be_a_torch_generator(bad):
     with raises(TypeError, "generator"):
         generate(MODEL, [1], 3, generator=bad)
@@ -154,7 +154,7 @@ SETTINGS = [
         for case in SETTINGS
         if not (where == "filter_logits" and case[0] == "temperature")
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_settings(where, name, bad, exc):
     fn = {

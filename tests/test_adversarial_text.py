@@ -9,7 +9,7 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
-from _adversarial import BAD_ID_DTYPES, raises
+from _adversarial import BAD_ID_DTYPES, case_id, raises
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,7 +37,7 @@ DECODERS = {**{k: t.decode for k, t in TOKENIZERS.items()}, "chat.tokens": TOKEN
         np.array([1.0]),
         torch.tensor([1.0, 2.0]),
     ],
-    ids=repr,
+    ids=case_id,
 )
 @pytest.mark.parametrize("which", list(DECODERS))
 def test_decode_refuses_what_is_not_ids(which, bad):
@@ -75,34 +75,36 @@ def test_decode_accepts_numpy_ints_tuples_and_int32(which):
         assert DECODERS[which](form) == ref
 
 
-@pytest.mark.parametrize("bad", [None, 5, b"text", ["a"]], ids=repr)
+@pytest.mark.parametrize("bad", [None, 5, b"text", ["a"]], ids=case_id)
 @pytest.mark.parametrize("which", list(TOKENIZERS))
 def test_encode_refuses_non_strings(which, bad):
     with raises(TypeError, "text"):
         TOKENIZERS[which].encode(bad)
 
 
-@pytest.mark.parametrize("bad", ["\ud800", "ok \udfff"], ids=repr)
+@pytest.mark.parametrize("bad", ["\ud800", "ok \udfff"], ids=case_id)
 def test_byte_encode_of_a_lone_surrogate_names_text(bad):
     with raises(ValueError, "text", "UTF-8"):
         ByteTokenizer().encode(bad)
 
 
 @pytest.mark.parametrize("flag", ["add_bos", "add_eos"])
-@pytest.mark.parametrize("bad", [2, 0, "yes", None, 1.0], ids=repr)
+@pytest.mark.parametrize("bad", [2, 0, "yes", None, 1.0], ids=case_id)
 def test_byte_encode_flags_are_bools(flag, bad):
     with raises(TypeError, flag):
         ByteTokenizer().encode("hi", **{flag: bad})
 
 
-@pytest.mark.parametrize("bad", [1, "yes", None], ids=repr)
+@pytest.mark.parametrize("bad", [1, "yes", None], ids=case_id)
 def test_byte_decode_keep_special_is_a_bool(bad):
     with raises(TypeError, "keep_special"):
         ByteTokenizer().decode([104, 256], keep_special=bad)
 
 
 @pytest.mark.parametrize(
-    "bad,exc", [("", ValueError), (None, TypeError), (b"abc", TypeError), (["a", "b"], TypeError)], ids=repr
+    "bad,exc",
+    [("", ValueError), (None, TypeError), (b"abc", TypeError), (["a", "b"], TypeError)],
+    ids=case_id,
 )
 def test_char_tokenizer_text(bad, exc):
     with raises(exc, "text"):
@@ -156,7 +158,7 @@ SHA = "a" * 64
         (dict(timeout=True), TypeError, "timeout"),
         (dict(cache=5), TypeError, "cache"),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_download_arguments(tmp_path, kw, exc, name):
     args = dict(url="http://127.0.0.1:9/x.txt", sha256=SHA, filename="x.txt", cache=tmp_path) | kw
@@ -212,7 +214,7 @@ def test_file_urls_and_uppercase_digests_work(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad,exc", [(["tinyshakespeare"], TypeError), (None, TypeError), ("nope", ValueError)], ids=repr
+    "bad,exc", [(["tinyshakespeare"], TypeError), (None, TypeError), ("nope", ValueError)], ids=case_id
 )
 def test_download_corpus_name(bad, exc):
     with raises(exc, "corpus"):
@@ -245,7 +247,7 @@ def test_download_corpus_name(bad, exc):
         (dict(ops=("/",)), ValueError, "ops"),
         (dict(ops=("+", "+")), ValueError, "ops"),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_chat_arithmetic_arguments(kw, exc, name):
     args = dict(n=3) | kw
@@ -322,7 +324,7 @@ FNS = {
         ({1: 2.0}, TypeError),
         (torch.tensor([1.0, 2.0], requires_grad=True), None),
     ],
-    ids=repr,
+    ids=case_id,
 )
 @pytest.mark.parametrize("fn", list(FNS))
 def test_handcalc_logits(fn, bad, exc):

@@ -71,9 +71,14 @@ def test_a_run_resumes_from_the_reference(tmp_path, corpus):
 
 def test_use_reference_run_when_asked_or_grading_and_only_where_it_fits(monkeypatch, corpus):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv(T.REFERENCE_ENV, raising=False)
     said = []
     assert T.use_reference_run(False, corpus, "cpu", log=said.append) is False
     assert T.use_reference_run(True, corpus, "cpu", log=said.append) is True
+    for value, used in (("0", False), ("", False), ("1", True)):  # CI's reruns set it to 1
+        monkeypatch.setenv(T.REFERENCE_ENV, value)
+        assert T.use_reference_run(False, corpus, "cpu", log=said.append) is used, value
+    monkeypatch.delenv(T.REFERENCE_ENV)
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert T.use_reference_run(False, corpus, "cpu", log=said.append) is True
     assert said == []
