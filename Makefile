@@ -46,21 +46,23 @@ test-portable: $(STAMP)
 
 # Another torch than requirements.txt's, in its own git-ignored venv (.venv-torch-X.Y.Z): the
 # fast suite (pytest tests/) and nbval over TORCH_NB, the notebooks measured to hold on 2.11.0
-# and 2.14.1 (widen it after re-executing the notebooks: TORCH_NB="*").
+# and 2.14.1 (widen it after re-executing the notebooks: TORCH_NB="*"), in one parallel run.
 # make test-torch TORCH=2.11.0 (the floor pyproject declares). PyPI's Linux wheel is a CUDA
 # build: its nvidia-* libraries come along (`import torch` needs them, even on the CPU), about
 # 4.6 GB; --no-cache-dir keeps them out of pip's cache. TORCH_CLEAN=1 removes the venv after.
+# make torch-venv TORCH=X.Y.Z only installs it (.ci/run installs both in the background).
 TORCH       ?= 2.11.0
 TORCH_VENV  := .venv-torch-$(TORCH)
 TORCH_NB    ?= 03_* 05_* 07_*
-.PHONY: test-torch
-test-torch:
+.PHONY: test-torch torch-venv
+torch-venv:
 	test -f $(TORCH_VENV)/.installed || { $(PYTHON) -m venv $(TORCH_VENV) && \
 	  grep -v '^torch==' requirements.txt > $(TORCH_VENV)/requirements.txt && \
 	  $(TORCH_VENV)/bin/python -m pip install -q --no-cache-dir --no-compile \
 	    torch==$(TORCH) -r $(TORCH_VENV)/requirements.txt && touch $(TORCH_VENV)/.installed; }
-	PYTHONPATH=$(CURDIR) $(TORCH_VENV)/bin/python -m pytest -q tests
-	PYTHONPATH=$(CURDIR) $(TORCH_VENV)/bin/python -m pytest -q $(NBVAL) \
+
+test-torch: torch-venv
+	PYTHONPATH=$(CURDIR) $(TORCH_VENV)/bin/python -m pytest -q $(XDIST) $(NBVAL) tests \
 	  $(addprefix notebooks/,$(addsuffix .ipynb,$(TORCH_NB)))
 	$(if $(TORCH_CLEAN),rm -rf $(TORCH_VENV))
 

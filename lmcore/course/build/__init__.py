@@ -8,6 +8,7 @@
 - :mod:`~lmcore.course.build.nbpolicy`: the notebook policy (ignored outputs, quoted numbers).
 - :mod:`~lmcore.course.build.grade` and :mod:`~lmcore.course.build.grade_report`: ``make grade``.
 - :mod:`~lmcore.course.build.figures`: regenerate ``figures/``, ``make figures``.
+- :mod:`~lmcore.course.build.portable`: nbval under other CPU code paths, ``make test-portable``.
 
 (:mod:`lmcore.course.autograding` stays in ``lmcore.course``: notebooks call it at run time.)
 """
@@ -19,6 +20,7 @@ __all__ = [
     "nbgrader_meta",
     "nbpolicy",
     "nbtools",
+    "portable",
     "student",
     "workspace",
     "lab",

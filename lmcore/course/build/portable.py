@@ -4,19 +4,24 @@ A training run or a long float reduction changes in its last digits from one ker
 another, so the notebooks print measurements as verdicts with honest tolerances (README,
 "Any CPU, any device"). This re-runs nbval over the notebooks under two other paths:
 
-- ``default``: PyTorch's non-vectorised kernels (``ATEN_CPU_CAPABILITY=default``) and MKL's
-  conditional-reproducibility code path (``MKL_CBWR=COMPATIBLE``). ``ATEN_CPU_CAPABILITY``
-  switches PyTorch's own vector kernels but not MKL's matrix multiplications, which pick their
-  code path from the CPU model by themselves; ``MKL_CBWR=COMPATIBLE`` sends them down MKL's
-  generic path, so a machine whose MKL path differs from the authoring machine's is covered too.
-- ``avx2``: PyTorch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``; where the CPU lacks AVX2,
-  PyTorch falls back and says so).
+- ``default``: PyTorch's non-vectorised kernels (``ATEN_CPU_CAPABILITY=default``).
+- ``avx2-mkl``: PyTorch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``; where the CPU lacks AVX2,
+  PyTorch falls back and says so) with MKL's conditional-reproducibility code path
+  (``MKL_CBWR=COMPATIBLE``). ``ATEN_CPU_CAPABILITY`` switches PyTorch's own vector kernels but
+  not MKL's matrix multiplications, which pick their code path from the CPU model by themselves;
+  ``COMPATIBLE`` sends them down MKL's generic path, so a machine whose MKL path differs from the
+  authoring machine's is covered too. (It doubles the time of a matmul-bound training run.)
 
-The two paths run at the same time, one pytest process each (each notebook's kernel runs its
-tiny models on one or two threads, so two processes fill two cores); each one's output goes to
-``build/portable/<path>.log`` and its summary line is printed here. Exit status 1 if either failed.
+Each (path, notebook) pair is one job: a pytest process over a copy of the notebook in
+``build/portable/<path>/`` (08 writes its run beside itself, and two paths must not share it),
+its kernel on one thread (``OMP_NUM_THREADS=1`` unless set: kernels side by side with torch's
+default threads spin-wait on each other). ``--jobs`` of them run at once (default: one per
+core, at most the number of jobs), the largest notebooks first, so the long ones (08 trains
+1,500 steps under each path) overlap the rest. One line per job, its log in
+``build/portable/<path>/<notebook>.log``, then ``N passed, M failed`` over the jobs; exit status
+1 if any failed.
 
-    python -m lmcore.course.build.portable [GLOB ...]      # default: every notebook
+    python -m lmcore.course.build.portable [GLOB ...] [--jobs N]      # default: every notebook
 """
 
 from __future__ import annotations
@@ -24,16 +29,18 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 __all__ = ["PATHS", "run_paths", "main"]
 
 PATHS = {
-    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default"},
+    "avx2-mkl": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"},
 }
 REPO = Path(__file__).resolve().parents[3]
 
@@ -41,7 +48,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _notebooks(folder: Path, patterns) -> list[Path]:
     found = [
         p
-        for p in sorted(folder.glob("*.ipynb"))
+        for p in sorted(Path(folder).glob("*.ipynb"))
         if any(fnmatch.fnmatch(p.name, g) or fnmatch.fnmatch(p.stem, g) for g in patterns)
     ]
     if not found:
@@ -49,42 +56,49 @@ def _notebooks(folder: Path, patterns) -> list[Path]:
     return found
 
 
-def _summary(log: Path) -> str:
-    lines = [
-        ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()
-    ]
+def _summary(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else "(no output)"
 
 
-def run_paths(notebooks, out: Path, paths=PATHS, *, cwd=REPO, log=print) -> dict:
-    """nbval over ``notebooks`` under each of ``paths`` (name -> environment variables), all at
-    once. Returns name -> (exit status, seconds, summary line)."""
+def _copies(notebooks, folder: Path) -> list[Path]:
+    """Copies of ``notebooks`` in ``folder`` (emptied first)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return [Path(shutil.copy2(nb, folder / Path(nb).name)) for nb in notebooks]
+
+
+def _run_one(notebook: Path, env: dict, cwd) -> tuple:
+    """nbval over one notebook in its own pytest process; (exit status, seconds, summary)."""
+    start = time.monotonic()
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", str(notebook)]
+    run = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, errors="replace")
+    notebook.with_suffix(".log").write_text(run.stdout + run.stderr, encoding="utf-8")
+    return run.returncode, time.monotonic() - start, _summary(run.stdout + run.stderr)
+
+
+def run_paths(notebooks, out: Path, paths=PATHS, *, jobs: int | None = None, cwd=REPO, log=print) -> dict:
+    """nbval over ``notebooks`` under each of ``paths`` (name -> environment variables), one job
+    per (path, notebook), ``jobs`` at once, largest notebook first. Returns
+    (path, notebook name) -> (exit status, seconds, summary line), in the order they ended."""
     out.mkdir(parents=True, exist_ok=True)
-    procs = {}
+    work = []
     for name, env_vars in paths.items():
-        env = {**os.environ, **env_vars}
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--nbval",
-            *map(str, notebooks),
-        ]
-        handle = open(out / f"{name}.log", "w", encoding="utf-8")  # closed once the process ends
-        procs[name] = (
-            subprocess.Popen(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT),
-            handle,
-        )
-        shown = " ".join(f"{k}={v}" for k, v in env_vars.items())
-        log(f"{name}: {shown} pytest --nbval ({len(notebooks)} notebooks) -> {out / f'{name}.log'}")
-    start, results = time.monotonic(), {}
-    for name, (proc, handle) in procs.items():
-        code = proc.wait()
-        handle.close()
-        results[name] = (code, time.monotonic() - start, _summary(out / f"{name}.log"))
+        env = {"OMP_NUM_THREADS": "1", **os.environ, **env_vars}
+        work += [(name, copy, env) for copy in _copies(notebooks, out / name)]
+    work.sort(key=lambda job: -job[1].stat().st_size)  # stable: the paths alternate within a size
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(work)))
+    results = {}
+
+    def job(item):
+        name, copy, env = item
+        code, seconds, summary = _run_one(copy, env, cwd)
+        results[(name, copy.name)] = (code, seconds, summary)
+        log(f"{'PASS' if code == 0 else 'FAIL'} {name} {copy.name} ({seconds:.0f} s): {summary}")
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(job, work))
     return results
 
 
@@ -93,14 +107,20 @@ def main(argv=None) -> int:
     parser.add_argument("patterns", nargs="*", default=["*"], help="notebook name globs (default: all)")
     parser.add_argument("--notebooks", type=Path, default=REPO / "notebooks")
     parser.add_argument("--out", type=Path, default=REPO / "build" / "portable")
+    parser.add_argument("--jobs", type=int, default=None, help="jobs at once (default: one per core)")
     args = parser.parse_args(argv)
     notebooks = _notebooks(args.notebooks, args.patterns)
-    results = run_paths(notebooks, args.out)
-    failed = [name for name, (code, _, _) in results.items() if code != 0]
-    for name, (code, seconds, summary) in results.items():
-        print(f"{'PASS' if code == 0 else 'FAIL'} {name} ({seconds:.0f} s): {summary}")
-        if code != 0:
-            print((args.out / f"{name}.log").read_text(encoding="utf-8", errors="replace")[-6000:])
+    for name, env_vars in PATHS.items():
+        print(f"{name}: " + " ".join(f"{k}={v}" for k, v in env_vars.items()), flush=True)
+    start = time.monotonic()
+    results = run_paths(notebooks, args.out, jobs=args.jobs, log=lambda line: print(line, flush=True))
+    failed = [key for key, (code, _, _) in results.items() if code != 0]
+    for name, nb in failed:
+        log = (args.out / name / nb).with_suffix(".log")
+        print(f"--- {name} {nb} ({log}) ---")
+        print(log.read_text(encoding="utf-8", errors="replace")[-6000:])
+    print(f"portable: {len(notebooks)} notebooks x {len(PATHS)} paths in {time.monotonic() - start:.0f} s")
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
 
