@@ -154,6 +154,9 @@ grade: $(TEACH_STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=grades] [CELL_TIMEOUT=300]"; exit 2; }
 	$(BIN)/python -m lmcore.course.build.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
 
-# The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end.
+# The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end,
+# and Run All of every student notebook. TEACH_ARGS: more pytest arguments (CI leaves out the
+# student edition's Run All when the browser test, which checks the same in Lab, will run).
+TEACH_ARGS ?=
 test-teach: $(TEACH_STAMP)
-	$(BIN)/python -m pytest -q $(XDIST) $(ALL_TESTS) tests/teach
+	$(BIN)/python -m pytest -q $(XDIST) $(ALL_TESTS) tests/teach $(TEACH_ARGS)

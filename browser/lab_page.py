@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["Deadline", "menu", "wait_kernel_ready", "run_all_and_wait", "cell_errors", "TestFailure"]
+__all__ = [
+    "Deadline",
+    "menu",
+    "wait_kernel_ready",
+    "run_all_and_wait",
+    "cell_errors",
+    "output_text",
+    "TestFailure",
+]
 
 
 class TestFailure(Exception):
@@ -131,3 +139,26 @@ def cell_errors(page) -> list:
     """``[(cell_number, [messages])]`` (1-based) for cells showing an error they are not
     tagged to raise."""
     return page.evaluate(_CELL_ERRORS)
+
+
+# Every code cell's stream and text/plain outputs, from the notebook model (cells Lab has not
+# rendered, being out of view, count too).
+_OUTPUT_TEXT = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const parts = [];
+  w.content.widgets.forEach(cell => {
+    if (cell.model.type !== 'code') return;
+    const outs = cell.model.outputs;
+    for (let k = 0; k < outs.length; k++) {
+      const o = outs.get(k).toJSON();
+      const t = o.text ?? (o.data || {})['text/plain'] ?? '';
+      parts.push(Array.isArray(t) ? t.join('') : String(t));
+    }
+  });
+  return parts.join('\\n');
+}"""
+
+
+def output_text(page) -> str:
+    """The text every code cell of the open notebook printed or returned (from Lab's model)."""
+    return page.evaluate(_OUTPUT_TEXT)

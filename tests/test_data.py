@@ -237,3 +237,15 @@ def test_download_offline_is_a_clear_error(tmp_path):
         download_corpus("not-a-corpus")
     with pytest.raises(ValueError, match="sha256"):
         download("http://127.0.0.1/x", "abc", "x.txt", cache=tmp_path)
+
+
+def test_corpus_fingerprint_is_the_sha256_of_the_int64_ids_and_refuses_a_non_corpus():
+    from lmcore.data import corpus_fingerprint
+
+    corpus = load_corpus("chat-arithmetic", n_documents=50, seed=0)
+    ref = hashlib.sha256(b"".join(int(i).to_bytes(8, "little", signed=True) for i in corpus.ids.tolist()))
+    assert corpus_fingerprint(corpus) == ref.hexdigest()
+    other = load_corpus("chat-arithmetic", n_documents=50, seed=1)
+    assert corpus_fingerprint(other) != corpus_fingerprint(corpus)
+    with pytest.raises(TypeError, match="corpus"):
+        corpus_fingerprint([1, 2, 3])

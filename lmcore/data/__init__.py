@@ -12,7 +12,7 @@ beside the labels it builds); the corpora here call it.
 """
 
 from .arithmetic import chat_arithmetic, chat_arithmetic_entropy
-from .base import unigram_entropy
+from .base import corpus_fingerprint, unigram_entropy
 from .corpus import (
     CORPORA,
     DocumentCorpus,
@@ -42,6 +42,7 @@ __all__ = [
     "train_val_split",
     "random_windows",
     "unigram_entropy",
+    "corpus_fingerprint",
     "chat_arithmetic",
     "chat_arithmetic_entropy",
     "KNOWN_CORPORA",

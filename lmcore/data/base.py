@@ -8,11 +8,21 @@ max_batches)``; :class:`CorpusBase` gives it ``vocab_size`` and ``unigram_entrop
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 from .._validate import require_ids_in_range, require_int_scalar, require_positive_int, require_token_ids
 
-__all__ = ["SPLITS", "PACKED_KEYS", "unigram_entropy", "eval_args", "packed_rows", "CorpusBase"]
+__all__ = [
+    "SPLITS",
+    "PACKED_KEYS",
+    "unigram_entropy",
+    "corpus_fingerprint",
+    "eval_args",
+    "packed_rows",
+    "CorpusBase",
+]
 
 SPLITS = ("train", "val")
 PACKED_KEYS = ("input_ids", "labels", "document_ids", "position_ids")  # a packed corpus's batch
@@ -31,6 +41,17 @@ def unigram_entropy(ids, vocab_size: int | None = None) -> float:
     counts = torch.bincount(ids, minlength=vocab_size or 0).double()
     p = counts[counts > 0] / counts.sum()
     return float(-(p * p.log()).sum())
+
+
+def corpus_fingerprint(corpus) -> str:
+    """SHA-256 of the corpus's token ids (int64): equal only for the very same text and vocabulary
+    (what a committed run records, so that a test can tell when its data changed)."""
+    ids = getattr(corpus, "ids", None)
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(
+            f"corpus must be a corpus with token ids (.ids, a tensor); got {type(corpus).__name__}."
+        )
+    return hashlib.sha256(ids.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()
 
 
 def eval_args(batch_size, block_size, max_batches):

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from lmcore.course.floor import explorer_runs as FE  # noqa: E402
 from lmcore.course.floor import lesson as FL  # noqa: E402
 from lmcore.course.floor import run as FR  # noqa: E402
 from lmcore.course.floor import tokens as FT  # noqa: E402
@@ -165,17 +166,22 @@ def test_plots_return_figures():
         plt.close(fig)
 
 
-def test_widget_uses_the_given_history_and_caches_short_runs(monkeypatch):
+def test_widget_draws_committed_runs_and_trains_only_what_is_not_committed(monkeypatch):
     calls = []
 
     class Fake:
         history = HISTORY
 
-    monkeypatch.setattr(FR, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
-    monkeypatch.setattr(FR, "_CURVES", {})
-    box = FV.floor_explorer(HISTORY)
+    monkeypatch.setattr(FE, "train_floor_run", lambda **kw: calls.append(kw) or Fake())
+    monkeypatch.setattr(FE, "_TRAINED", {})
+    box = FV.floor_explorer()
     assert calls == [] and box.children  # the initial state trains nothing
-    FR.short_curve(4, "+-*", steps=20)
-    FR.short_curve(4, "+-*", steps=20)
+    assert FE.short_curve(99, "+-*", steps=600) == FE.committed_curve(99, "+-*", 600)
+    assert calls == []  # every setting the widget offers is committed
+    FE.short_curve(4, "+-*", steps=20)
+    FE.short_curve(4, "+-*", steps=20)
     assert len(calls) == 1 and calls[0]["high"] == 4 and calls[0]["ops"] == ("+", "-", "*")
+    assert calls[0]["max_steps"] == 20
+    FE.short_curve(9, "+", steps=150, cached=False)  # asked to train: trains
+    assert len(calls) == 2
     plt.close("all")

@@ -15,6 +15,8 @@
   sampling and greedy decoding.
 - ``bpe``: UTF-8 bytes per character by script, and a toy byte-pair encoder.
 - ``scaling``: the floor run at a few widths and the fit L(N) = E + A N^-alpha.
+- ``explorer_runs``: the floor explorer's short runs, trained once per setting and committed
+  (``explorer_runs.json``), tied to the code by a test.
 - ``views``: pictures and widget: the floor run against H(p), the per-slot breakdown, and the
   operand-range explorer (a short cached run per setting, ....
 
@@ -32,5 +34,6 @@ __all__ = [
     "decoding",
     "bpe",
     "scaling",
+    "explorer_runs",
     "views",
 ]

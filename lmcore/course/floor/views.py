@@ -1,6 +1,6 @@
 """Notebook 09's pictures and widget: the floor run against H(p), the per-slot breakdown, and
-the operand-range explorer (a short cached run per setting, :func:`lmcore.course.floor.lesson.short_curve`,
-against its exact floor)."""
+the operand-range explorer (a short run per setting, committed by
+:mod:`lmcore.course.floor.explorer_runs`, against its exact floor)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import math
 from ...data import chat_arithmetic_entropy
 from ..style import COLORS, new_figure
 from ..widgets import live_figure
+from .explorer_runs import STEPS, short_curve
 from .lesson import RANGES
-from .run import short_curve
 from .tokens import ROLES
 
 __all__ = [
@@ -76,7 +76,8 @@ def plot_slot_breakdown(rows, *, title: str | None = None):
 
 def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: int = 150):
     """Left: a short run on operands 0..high against its exact floor. Right: the floor per
-    target for every range in :data:`RANGES`, this one marked. ``history`` skips the training."""
+    target for every range in :data:`RANGES`, this one marked. ``history`` (a run's records)
+    is drawn instead of the explorer's run for this setting."""
     history = history if history is not None else short_curve(high, ops, steps)
     floor = chat_arithmetic_entropy(high=high, ops=tuple(ops))
     fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.6)
@@ -89,7 +90,7 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
     ax.set(
         xlabel="optimiser step",
         ylabel="nats per target",
-        title=f"operands 0..{high}, ops {' '.join(ops)}: gap {history[-1]['val_loss'] - floor:+.2f}",
+        title=f"0..{high}, ops {' '.join(ops)}, {history[-1]['step']} steps: gap {history[-1]['val_loss'] - floor:+.2f}",
     )
     ax.legend(fontsize=8)
     for o, style in (("+", "-"), ("+-*", "--")):
@@ -112,21 +113,22 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
     return fig
 
 
-def floor_explorer(history=None, *, steps: int = 150):
-    """Operand range and operator controls -> :func:`plot_floor_explorer`. ``history`` is shown
-    for 0..9 with "+" (the notebook's run); other settings train a short run once (seconds)."""
+def floor_explorer():
+    """Operand range, operators and run length -> :func:`plot_floor_explorer`, on the run that
+    :mod:`lmcore.course.floor.explorer_runs` committed for that setting (drawn at once)."""
     import ipywidgets as widgets
 
     high = widgets.SelectionSlider(
         options=[(f"0..{h}", h) for h in RANGES], value=9, description="operands", continuous_update=False
     )
     ops = widgets.ToggleButtons(options=["+", "+-*"], value="+", description="ops")
-
-    def draw(high, ops):
-        h = history if (high, ops) == (9, "+") and history is not None else None
-        return plot_floor_explorer(high, ops, history=h, steps=steps)
-
-    return widgets.VBox([widgets.HBox([high, ops]), live_figure(draw, {"high": high, "ops": ops})])
+    steps = widgets.ToggleButtons(options=list(STEPS), value=STEPS[0], description="steps")
+    return widgets.VBox(
+        [
+            widgets.HBox([high, ops, steps]),
+            live_figure(plot_floor_explorer, {"high": high, "ops": ops, "steps": steps}),
+        ]
+    )
 
 
 def plot_loss_and_exact_match(tracker, *, title: str | None = None):

@@ -22,7 +22,6 @@ files); ``tests/course/test_training_reference.py`` checks it against the preset
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from ...data import corpus_fingerprint
 from ...train import TrainConfig, TrainResult, load_checkpoint, load_model, save_checkpoint
 from ...train.checkpoint import tokenizer_state
 from ...train.resume import copy_checkpoint
@@ -58,11 +58,6 @@ REFERENCE_PRESET = "cpu"
 REFERENCE_ENV = "LMCORE_USE_REFERENCE_RUN"  # "1": load the run wherever 08 would train (CI's reruns)
 _FILES = ("checkpoint.pt", "best.pt")
 FIRST_STEPS, SMALL_SLICE = "first_steps.json", "small_slice.json"  # section 6's two short runs
-
-
-def corpus_fingerprint(corpus) -> str:
-    """SHA-256 of the corpus's token ids (int64): equal only for the very same text and vocabulary."""
-    return hashlib.sha256(corpus.ids.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()
 
 
 def reference_info(source=REFERENCE_DIR) -> dict:

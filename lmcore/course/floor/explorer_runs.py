@@ -1,0 +1,128 @@
+"""The floor explorer's short runs, trained once and committed with lmcore
+(``explorer_runs.json`` beside this module), so that moving the explorer's controls shows a
+curve at once instead of training for seconds to a minute on every move.
+
+Each run is :func:`lmcore.course.floor.run.train_floor_run` on operands ``0..high`` with the
+operators ``ops`` for ``steps`` steps, for every setting the widget offers (:data:`SETTINGS`).
+The file records, per run, the training config and the SHA-256 of the corpus's token ids, and
+``tests/course/test_floor_explorer_runs.py`` fails when either no longer matches what the code
+would train (and retrains one run to compare its curve), so the committed curves cannot drift
+from the code. :func:`lmcore.course.floor.run.short_curve` uses them; ``cached=False`` trains.
+
+``python -m lmcore.course.floor.explorer_runs`` rewrites the file (``--jobs N`` processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from ...data import corpus_fingerprint, load_corpus
+from .lesson import RANGES
+from .run import N_DOCUMENTS, floor_config, train_floor_run
+
+__all__ = [
+    "EXPLORER_RUNS",
+    "STEPS",
+    "OPS",
+    "SETTINGS",
+    "run_record",
+    "committed_curve",
+    "short_curve",
+    "write_explorer_runs",
+]
+
+EXPLORER_RUNS = Path(__file__).resolve().with_name("explorer_runs.json")
+STEPS = (150, 600)  # the explorer's run lengths
+OPS = ("+", "+-*")
+SETTINGS = tuple((high, ops, steps) for steps in STEPS for ops in OPS for high in RANGES)
+_KEEP = ("step", "tokens", "train_loss", "val_loss", "lr")  # not tokens_per_s: the machine's speed
+
+
+def _overrides(steps: int) -> dict:
+    return dict(max_steps=steps, eval_interval=max(1, steps // 10))
+
+
+def run_record(high: int, ops: str, steps: int) -> dict:
+    """What identifies a run: its setting, its config and its corpus's fingerprint (no training)."""
+    corpus = load_corpus("chat-arithmetic", n_documents=N_DOCUMENTS, seed=0, low=0, high=high, ops=tuple(ops))
+    return {
+        "high": high,
+        "ops": ops,
+        "steps": steps,
+        "config": asdict(floor_config(seed=0, **_overrides(steps))),
+        "corpus_sha256": corpus_fingerprint(corpus),
+    }
+
+
+def _train(setting) -> dict:
+    high, ops, steps = setting
+    torch.set_num_threads(1)
+    result = train_floor_run(high=high, ops=tuple(ops), **_overrides(steps))
+    history = [{k: h[k] for k in _KEEP} for h in result.history]
+    return {**run_record(high, ops, steps), "history": history}
+
+
+@lru_cache(maxsize=1)
+def _committed(path: str) -> dict:
+    body = json.loads(Path(path).read_text())
+    return {(r["high"], r["ops"], r["steps"]): r for r in body["runs"]}
+
+
+def committed_curve(high: int, ops: str, steps: int, path=EXPLORER_RUNS) -> list | None:
+    """The committed history of the run ``(high, ops, steps)``, or None if the file lacks it."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    run = _committed(str(path)).get((high, ops, steps))
+    return None if run is None else [dict(h) for h in run["history"]]
+
+
+_TRAINED: dict = {}
+
+
+def short_curve(high: int, ops: str = "+", steps: int = 150, *, cached: bool = True) -> list:
+    """The history of the explorer's run on operands 0..high: the committed one (``cached``, and
+    committed for this setting), else trained here once per setting (seconds to a minute)."""
+    history = committed_curve(high, ops, steps) if cached else None
+    if history is None:
+        key = (high, ops, steps)
+        if key not in _TRAINED:
+            _TRAINED[key] = train_floor_run(high=high, ops=tuple(ops), **_overrides(steps)).history
+        history = _TRAINED[key]
+    return history
+
+
+def write_explorer_runs(dest=EXPLORER_RUNS, *, jobs: int = 1, settings=SETTINGS) -> Path:
+    """Train every setting (``jobs`` processes, one thread each) and write ``dest``."""
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        runs = list(pool.map(_train, settings))
+    body = {
+        "trained_with": {"python": platform.python_version(), "torch": torch.__version__},
+        "runs": runs,
+    }
+    dest = Path(dest)
+    dest.write_text(
+        json.dumps(body, indent=None, separators=(",", ":")).replace('{"high"', '\n{"high"') + "\n"
+    )
+    _committed.cache_clear()
+    return dest
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Train and commit the floor explorer's short runs.")
+    parser.add_argument("--jobs", type=int, default=1, help="processes (each on one thread)")
+    parser.add_argument("--dest", default=str(EXPLORER_RUNS))
+    args = parser.parse_args(argv)
+    print(f"wrote {write_explorer_runs(args.dest, jobs=args.jobs)} ({len(SETTINGS)} runs)")
+
+
+if __name__ == "__main__":
+    main()
