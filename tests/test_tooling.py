@@ -56,7 +56,9 @@ def test_plain_pytest_is_the_fast_suite_and_make_test_runs_everything():
     test_recipe = re.search(r"^test: .*\n\t(.*)", makefile, flags=re.M).group(1)
     assert "$(ALL_TESTS) $(NBVAL) --ignore=tests/teach tests notebooks" in test_recipe
     teach_recipe = re.search(r"^test-teach: .*\n\t(.*)", makefile, flags=re.M).group(1)
-    assert "$(ALL_TESTS)" in teach_recipe and teach_recipe.endswith("tests/teach $(TEACH_ARGS)")  # slow ones too
+    assert "$(ALL_TESTS)" in teach_recipe and teach_recipe.endswith(
+        "tests/teach $(TEACH_ARGS)"
+    )  # slow ones too
     for recipe in (test_recipe, teach_recipe):
         assert "$(XDIST)" in recipe  # pytest-xdist, a notebook's cells on one worker in order
     assert re.search(r"^XDIST := -n \$\(JOBS\) --dist loadfile$", makefile, flags=re.M)
