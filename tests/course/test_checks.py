@@ -194,6 +194,37 @@ def test_a_call_to_a_forbidden_reference_is_rejected_however_it_was_imported(cap
     assert check("softmax", own, handcalc.softmax, cases, forbid=forbid)
 
 
+def test_a_decorated_right_answer_is_never_taken_for_a_decorated_reference(capsys):
+    """torch.no_grad(), torch.inference_mode() and functools.wraps share one wrapper's code among
+    every function they decorate; the guard matches the reference's own body beneath them."""
+    import functools
+
+    @torch.no_grad()
+    def reference(t):
+        return t * 2
+
+    def logged(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            return fn(*a, **k)
+
+        return wrapper
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    forbid = {f"{__name__}.REFERENCE_NO_GRAD": "write it yourself"}
+    globals()["REFERENCE_NO_GRAD"] = reference
+    try:
+        for decorate in (torch.no_grad(), torch.inference_mode(), logged):
+            mine = decorate(lambda t: t + t)
+            assert check("double", mine, reference, [(x,)], forbid=forbid), capsys.readouterr().out
+        capsys.readouterr()
+        for cheat in (reference, torch.no_grad()(lambda t: reference(t)), logged(reference)):
+            assert not check("double", cheat, reference, [(x,)], forbid=forbid)
+            assert "your function called" in capsys.readouterr().out
+    finally:
+        del globals()["REFERENCE_NO_GRAD"]
+
+
 def test_a_tensor_method_and_autograd_can_be_forbidden(capsys):
     forbid = ["torch.Tensor.softmax", "torch.autograd.grad", "torch.Tensor.backward"]
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)

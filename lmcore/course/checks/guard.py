@@ -6,7 +6,8 @@
 - :func:`recorded_calls` records, while the learner's function runs, every call to a named
   reference (``"lmcore.handcalc.softmax"``, ``"torch.softmax"``, ``"torch.Tensor.softmax"``,
   ``"torch.autograd.grad"``), however it was imported or aliased: it watches calls with
-  ``sys.setprofile`` and matches the function's code object, the builtin itself, or (for a
+  ``sys.setprofile`` and matches the function's own code object (beneath its decorators, whose
+  wrapper code other functions share), the builtin itself, or (for a
   ``Tensor`` method) the method's name on any tensor. The reference still runs; the check then
   says "your function called lmcore.handcalc.softmax: write it yourself".
 """
@@ -73,9 +74,22 @@ def available(names: Iterable[str]) -> list[str]:
     return out
 
 
+def _own_code(obj):
+    """The code object of ``obj``'s own body: through a bound method's ``__func__`` and through
+    every decorator that keeps ``__wrapped__`` (``functools.wraps``, ``torch.no_grad()``,
+    ``torch.inference_mode()``), whose wrapper code is shared by every function it decorates and
+    so must never be matched (a learner's decorated function would read as the reference)."""
+    obj = getattr(obj, "__func__", obj)
+    seen = set()
+    while hasattr(obj, "__wrapped__") and id(obj) not in seen:
+        seen.add(id(obj))
+        obj = getattr(obj.__wrapped__, "__func__", obj.__wrapped__)
+    return getattr(obj, "__code__", None)
+
+
 def _matcher(dotted: str):
     obj = resolve(dotted)
-    code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__func__", None), "__code__", None)
+    code = _own_code(obj)
     if code is not None:
         return "call", code
     owner, _, name = dotted.rpartition(".")
