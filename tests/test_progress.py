@@ -79,21 +79,23 @@ def test_a_missing_notebook_reads_as_not_in_the_workspace(course, tmp_path):
     assert {r.status for r in rows} == {"todo"} and "not in your workspace" in format_table(rows)
 
 
-def test_show_solution_hint_first_then_the_solution(course, monkeypatch, capsys):
+def test_show_solution_escalates_nudge_hint_solution_and_counts_the_steps(course, monkeypatch, capsys):
     _, instructor = course
     monkeypatch.setenv("LMCORE_NOTEBOOKS", str(instructor))
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.setattr(solutions, "_ASKED", {})
-    solutions.show_solution("wrong")
-    first = capsys.readouterr().out
-    assert (
-        "Hint for wrong (00_test.ipynb)" in first
-        and "natural log" in first
-        and "Reference solution" not in first
-    )
-    solutions.show_solution("wrong")
-    second = capsys.readouterr().out
-    assert "return -math.log(p)" in second and "BEGIN SOLUTION" not in second
+    outs = []
+    for _ in range(4):
+        solutions.show_solution("wrong")
+        outs.append(capsys.readouterr().out)
+    first, second, third, fourth = outs
+    assert "wrong (00_test.ipynb), step 1 of 3, a nudge" in first and "2 more steps" in first
+    assert "grow without bound" in first and "math.log" not in first and "natural log" not in first
+    assert "step 2 of 3, the fuller hint" in second and "natural log" in second and "1 more step:" in second
+    assert "return -math.log(p)" not in second
+    assert "step 3 of 3, the reference solution" in third and "return -math.log(p)" in third
+    assert "BEGIN SOLUTION" not in third and "more step" not in third
+    assert fourth == third  # it stays at the solution
     with pytest.raises(ValueError, match="did you mean"):
         solutions.show_solution("wrongg")
     with pytest.raises(TypeError):
@@ -122,6 +124,39 @@ def test_every_course_exercise_is_found_with_a_hint():
     assert names
     for name in names:
         assert solutions.find_exercise(name)["solution"]
+
+
+def _solution_lines(source: str) -> set:
+    """The reference solution's lines worth hiding: code between the SOLUTION markers, 6+ characters."""
+    inside, lines = False, set()
+    for line in source.splitlines():
+        text = line.strip()
+        if "BEGIN SOLUTION" in text or "END SOLUTION" in text:
+            inside = "BEGIN" in text
+            continue
+        if inside and len(text) >= 6 and not text.startswith("#"):
+            lines.add(text)
+    return lines
+
+
+def test_every_exercise_teaches_before_it_tells():
+    """Every exercise's help has a nudge, a fuller hint and the solution, and the nudge (what a first
+    failure and a first show_solution print) contains no line of the reference solution."""
+    from lmcore.course.build.nbgrader_meta import exercises
+
+    folder = solutions.instructor_notebooks()
+    seen = 0
+    for path in sorted(folder.glob("*.ipynb")):
+        for e in exercises(nbformat.read(path, as_version=4)):
+            ex = solutions.find_exercise(e["function"])
+            steps = solutions._steps(ex)
+            assert [s[0] for s in steps[:2]] == ["a nudge", "the fuller hint"] and len(steps) == 3, (
+                f"{e['function']} ({path.name}): help steps {[s[0] for s in steps]}"
+            )
+            leaked = [line for line in _solution_lines(ex["solution"]) if line in steps[0][1]]
+            assert not leaked, f"{e['function']}: the nudge shows the solution's line {leaked[0]!r}"
+            seen += 1
+    assert seen >= 35
 
 
 def test_an_untouched_notebook_is_not_run(course, tmp_path, monkeypatch):

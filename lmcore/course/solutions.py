@@ -1,11 +1,12 @@
 """Hints and reference solutions on request, after trying: ``show_solution("my_ce_grad")``.
 
-The first call for an exercise (named by the function the learner writes) prints its hint: the
-``hint=`` text of the check that grades it. The next call prints the reference solution, the
-function's cell from the instructor edition (``notebooks/`` of the repository lmcore is installed
-from, or ``$LMCORE_NOTEBOOKS``). The learner edition names the call above each exercise's stub.
-While nbgrader's autograder runs a notebook, the call only prints that it is off, so it can
-never earn points.
+Each call for an exercise (named by the function the learner writes) goes one step further, and
+says how many steps remain: first the nudge (the first half of the ``hint=`` pair of the check
+that grades it: what property to look at, as a question), then the fuller hint (its second
+half), then the reference solution, the function's cell from the instructor edition
+(``notebooks/`` of the repository lmcore is installed from, or ``$LMCORE_NOTEBOOKS``). The
+learner edition names the call above each exercise's stub. While nbgrader's autograder runs a
+notebook, the call only prints that it is off, so it can never earn points.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ import nbformat
 
 from .autograding import grading
 
-__all__ = ["OFF_WHILE_GRADING", "instructor_notebooks", "find_exercise", "hints_of", "show_solution"]
+__all__ = [
+    "OFF_WHILE_GRADING",
+    "instructor_notebooks",
+    "find_exercise",
+    "hints_of",
+    "hint_stages",
+    "show_solution",
+]
 
 OFF_WHILE_GRADING = "show_solution is off while grading: nothing shown (the grader records this line)."
 _COURSE = Path(__file__).resolve().parent
@@ -58,6 +66,26 @@ def find_exercise(name: str) -> dict:
 
 def hints_of(check_name: str) -> list[str]:
     """The ``hint=`` texts (strings, or (nudge, full) pairs) inside ``def check_name`` in the course's modules."""
+    return [
+        text for value in _hint_values(check_name) for text in ([value] if isinstance(value, str) else value)
+    ]
+
+
+def hint_stages(check_name: str) -> tuple[list[str], list[str]]:
+    """``(nudges, fuller hints)`` of ``check_name``: the halves of its (nudge, full) hint pairs; a
+    hint given as one string counts as a fuller hint (it has no nudge)."""
+    nudges, fulls = [], []
+    for value in _hint_values(check_name):
+        if isinstance(value, str):
+            fulls.append(value)
+        else:
+            nudges.append(value[0])
+            fulls += list(value[1:])
+    return nudges, fulls
+
+
+def _hint_values(check_name: str) -> list:
+    """Every literal ``hint=`` value inside ``def check_name``: a string or a tuple of strings."""
     found = []
     for path in sorted(_COURSE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
@@ -65,7 +93,7 @@ def hints_of(check_name: str) -> list[str]:
             continue
         for fn in ast.walk(ast.parse(text)):
             if isinstance(fn, ast.FunctionDef) and fn.name == check_name:
-                found += [text for node in _hint_nodes(fn) for text in _literal_hints(node)]
+                found += [value for node in _hint_nodes(fn) for value in _literal_hints(node)]
     return found
 
 
@@ -86,38 +114,51 @@ def _hint_nodes(fn: ast.FunctionDef) -> list:
     ]
 
 
-def _literal_hints(node) -> list[str]:
+def _literal_hints(node) -> list:
     """A ``hint=`` written as a string, or as a (nudge, full) pair of strings; [] for anything else."""
     try:
         value = ast.literal_eval(node)
     except ValueError:
         return []
-    if isinstance(value, str):
+    if isinstance(value, str) or (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
         return [value]
-    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
-        return list(value)
     return []
 
 
+def _steps(ex: dict) -> list[tuple[str, str]]:
+    """(what, text) for each step of an exercise's help: its nudges, its fuller hints, its solution."""
+    nudges, fulls = [], []
+    for check in ex["checks"]:
+        n, f = hint_stages(check)
+        nudges += [h for h in n if h not in nudges]
+        fulls += [h for h in f if h not in fulls]
+    solution = "\n".join(
+        line for line in ex["solution"].splitlines() if "### " not in line or "SOLUTION" not in line
+    )
+    steps = [("a nudge", " / ".join(nudges)), ("the fuller hint", " / ".join(fulls))]
+    return [(what, text) for what, text in steps if text] + [
+        (f"the reference solution (from the instructor edition, {ex['notebook']})", solution)
+    ]
+
+
 def show_solution(name: str) -> None:
-    """Print the hint for exercise ``name`` (its function's name); called again, the reference solution."""
+    """One more step of help for exercise ``name`` (its function's name) on each call: a nudge,
+    then the fuller hint, then the reference solution; each says how many steps remain."""
     if not isinstance(name, str) or not name.isidentifier():
         raise TypeError(f"name must be the exercise's function name as a string, got {name!r}")
     if grading():
         print(OFF_WHILE_GRADING)
         return
     ex = find_exercise(name)
-    hints = [h for c in ex["checks"] for h in hints_of(c)]
+    steps = _steps(ex)
     _ASKED[name] = _ASKED.get(name, 0) + 1
-    print(
-        f"Hint for {name} ({ex['notebook']}): " + (" / ".join(hints) or "none; re-read the exercise's text.")
-    )
-    if _ASKED[name] == 1:
-        print(f'Try once more with it. Run show_solution("{name}") again for the reference solution.')
-        return
-    print(f"Reference solution (from the instructor edition, {ex['notebook']}):\n")
-    print(
-        "\n".join(
-            line for line in ex["solution"].splitlines() if "### " not in line or "SOLUTION" not in line
+    k = min(_ASKED[name], len(steps))
+    what, text = steps[k - 1]
+    sep = ":\n\n" if k == len(steps) else ": "
+    print(f"{name} ({ex['notebook']}), step {k} of {len(steps)}, {what}{sep}{text}")
+    if k < len(steps):
+        left = len(steps) - k
+        print(
+            f"Try once more with it. {left} more step{'s' if left > 1 else ''}: "
+            f'show_solution("{name}") again gives {steps[k][0].split(" (")[0]}.'
         )
-    )

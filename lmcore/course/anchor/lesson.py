@@ -224,7 +224,12 @@ def check_predict_from_logits(fn, quiet: bool = False) -> bool:
         quiet=quiet,
         atol=2e-3,
         rtol=0,
-        hint="V is the LAST dimension; the loss is ln V (natural log) plus sigma^2/2, "
-        "and sigma is the spread of each position's logits around that "
-        "position's own mean (softmax ignores a constant added to a row).",
+        hint=(
+            "Which dimension of the logits is the vocabulary, and does your prediction change when a "
+            "constant is added to every logit of a position? It must not: what, then, measures how "
+            "spread out a position's logits are?",
+            "V is the LAST dimension; the loss is ln V (natural log) plus sigma^2/2, "
+            "and sigma is the spread of each position's logits around that "
+            "position's own mean (softmax ignores a constant added to a row).",
+        ),
     )

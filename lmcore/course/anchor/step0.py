@@ -162,6 +162,11 @@ def check_predict_with_repeats(fn, quiet: bool = False):
         quiet=quiet,
         atol=1e-6,
         rtol=1e-6,
-        hint="the loss is logsumexp(z) - z_target; with probability q the target's logit is the "
-        "own token's, otherwise it averages to the row mean. Measure each against its row's mean.",
+        hint=(
+            "The loss at a position is the target's logit against all the logits of its row. How "
+            "often is the target the repeated token, and how does its logit compare with the rest of "
+            "the row then, and otherwise?",
+            "the loss is logsumexp(z) - z_target; with probability q the target's logit is the "
+            "own token's, otherwise it averages to the row mean. Measure each against its row's mean.",
+        ),
     )

@@ -21,7 +21,7 @@ STUB = 'raise NotImplementedError("Exercise: write your solution here, then run 
 # Above each stub in the learner's copies (workspace/, student/; not in nbgrader's release).
 NOTE = (
     "# Stuck? In a new cell: from lmcore.course.solutions import show_solution\n"
-    '#   show_solution("{name}") gives a hint; run it again for the reference solution.'
+    '#   show_solution("{name}") gives a nudge; each call one step more (hint, then solution).'
 )
 _BEGIN_RE = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 _DEF_RE = re.compile(r"^(\s*)def\s+([A-Za-z_]\w*)\s*\(")

@@ -219,9 +219,17 @@ def check(
 
 
 def check_choices(
-    name: str, answers_fn: Callable[[], dict], expected: dict[Any, Any], hints: dict[Any, str] | None = None
+    name: str,
+    answers_fn: Callable[[], dict],
+    expected: dict[Any, Any],
+    hints: dict[Any, str] | None = None,
+    *,
+    hint: str | tuple[str, str] = "",
 ) -> CheckResult:
-    """Grade a dict of named answers (e.g. which bug each mystery pipeline has)."""
+    """Grade a dict of named answers (e.g. which bug each mystery pipeline has). A wrong answer
+    shows its key's entry of ``hints``; ``hint`` (a string or a (nudge, full) pair, as for
+    :func:`check`) is the exercise's general hint: ``show_solution`` gives it, and a failure on a
+    key without its own hint."""
     with captured_warnings():
         try:
             answers = answers_fn()
@@ -234,10 +242,11 @@ def check_choices(
     wrong = [k for k in expected if answers.get(k) != expected[k]]
     if wrong:
         k = wrong[0]
-        hint = (hints or {}).get(k, "")
+        own = (hints or {}).get(k, "")
+        said = f" Hint: {own}" if own else _hint_for(name, hint)
         return _say_line(
             f"{FAIL} {name}: {len(expected) - len(wrong)}/{len(expected)} right; {k!r} is not "
-            f"{answers.get(k)!r}.{' Hint: ' + hint if hint else ''}",
+            f"{answers.get(k)!r}.{said}",
             False,
             False,
         )

@@ -136,7 +136,20 @@ _HINTS = {
 
 def check_mystery(answers_fn):
     """Grade ``answers_fn() -> {letter: key of BUG_CHOICES}`` for the five mysteries."""
-    return check_choices("name_the_bugs", answers_fn, _MYSTERY_ANSWERS, _HINTS)
+    return check_choices(
+        "name_the_bugs",
+        answers_fn,
+        _MYSTERY_ANSWERS,
+        _HINTS,
+        hint=(
+            "For each mystery, which of run_checks' checks fail, and which causes does each failing "
+            "check name? Which of those causes fits the code you see?",
+            "a failing check narrows the causes, the code decides between them: padding_unscored "
+            "asks on which side (input or target) the mask sets -100, zero_logits what a count "
+            "counts, eos_scored whether PAD and EOS are one id, all_scored which positions the "
+            "gradient never reaches; where no check fails, read the code line by line.",
+        ),
+    )
 
 
 PROMPT = 3  # completion-only: the first 3 tokens of each row are the prompt

@@ -68,8 +68,10 @@ def _kl(p, q):
 def check_entropy(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(p) -> H(p)`` in nats (1-D NumPy probabilities, zeros allowed)."""
     hint = (
+        "Test two properties: one entry equal to 1 must give 0, and a uniform distribution over n "
+        "entries ln n. Which logarithm gives that, and what must an entry equal to 0 add?",
         "H(p) = -sum p ln p with the natural log (nats, not bits); the zero entries add 0 "
-        "(0 ln 0 = 0), so leave them out of the sum."
+        "(0 ln 0 = 0), so leave them out of the sum.",
     )
     return _grade("entropy H(p)", fn, _entropy, _prob_cases(0, False), hint, quiet)
 
@@ -77,8 +79,10 @@ def check_entropy(fn, *, quiet: bool = False) -> bool:
 def check_kl_gap(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(p, q) -> KL(p || q)`` in nats (q > 0 everywhere, p may have zeros)."""
     hint = (
+        "KL must be 0 when q equals p and never negative. Whose probabilities weight each term, the "
+        "data's or the model's? And in which unit?",
         "KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
-        "cross-entropy minus H(p), in nats; the entries where p = 0 add 0."
+        "cross-entropy minus H(p), in nats; the entries where p = 0 add 0.",
     )
     return _grade("KL gap KL(p || q)", fn, _kl, _prob_cases(1, True), hint, quiet)
 
@@ -125,9 +129,11 @@ def subtraction_floor(high: int = 9) -> float:
 def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(high) -> nats per target`` against :func:`subtraction_floor`."""
     hint = (
+        "Here b depends on a. How much uncertainty is left in a turn once a is known, averaged over "
+        "a? And is the floor per turn or per target: how many targets does a turn have on average?",
         "a turn's entropy is H(a) + H(b | a) = ln(high + 1) + mean over a of ln(a + 1); divide "
         "its expectation by the expected targets per turn (the digits of a, b and c, plus 5), "
-        "not by a fixed count and not turn by turn."
+        "not by a fixed count and not turn by turn.",
     )
     cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 25, 99)]
     return check(
@@ -164,8 +170,10 @@ def context_free_floor(high: int = 9) -> float:
 def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(high) -> nats per target`` against :func:`context_free_floor`."""
     hint = (
+        "A model that ignores context can do no better than the frequencies of the targets. Which "
+        "tokens count as targets, over which turns, and what is the loss of the best such model?",
         "count how often each token appears as a target over all (a, b) (every token after "
-        "<user>, plus EOS), turn the counts into frequencies, and take their entropy in nats."
+        "<user>, plus EOS), turn the counts into frequencies, and take their entropy in nats.",
     )
     cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 99)]
     return check(
@@ -218,8 +226,10 @@ def check_allow_only(fn, *, quiet: bool = False) -> bool:
     ``allowed`` has probability 0 and the allowed ones keep their relative odds (compared as
     probabilities, so -inf and -1e9 both pass); the input must not change."""
     hint = (
+        "After your function, what probability does a softmax give a token that is not allowed, and "
+        "are the ratios between the allowed ones unchanged? Is the input left as it was?",
         "set every token outside `allowed` to -inf (a softmax makes exp(-inf) = 0), on the last "
-        "axis of every row, on a copy; leave the allowed logits as they are (not 0, not probabilities)."
+        "axis of every row, on a copy; leave the allowed logits as they are (not 0, not probabilities).",
     )
     return check(
         "logits restricted to the allowed tokens",

@@ -108,8 +108,12 @@ def check_ce_grad(fn, *, quiet: bool = False) -> bool:
         fn,
         handcalc.ce_grad,
         _logit_cases(seed=2),
-        hint="the gradient is softmax(z) (stable: subtract max(z)) minus 1 at index y; "
-        "only the target's entry is negative and the entries sum to 0.",
+        hint=(
+            "Test two properties of your gradient: do its entries sum to 0, and which entry is "
+            "negative? What does a small increase of one logit do to the loss?",
+            "the gradient is softmax(z) (stable: subtract max(z)) minus 1 at index y; "
+            "only the target's entry is negative and the entries sum to 0.",
+        ),
         atol=1e-9,
         rtol=1e-6,
         quiet=quiet,

@@ -114,8 +114,13 @@ def check_chat_labels(fn) -> bool:
             "lmcore.course.packing.chat.chat_labels": "write the mask yourself",
             "lmcore.course.packing.chat.multi_turn_labels": "write the mask yourself",
         },
-        hint="-100 on every position up to and "
-        "including <assistant>, and on PAD; keep the answer and its EOS.",
+        hint=(
+            "Which tokens should the model be graded on: the user's prompt, the template's markers, "
+            "the answer, its EOS, the padding? Which of yours is scored that should not be, or the "
+            "other way round?",
+            "-100 on every position up to and "
+            "including <assistant>, and on PAD; keep the answer and its EOS.",
+        ),
     )
 
 
@@ -135,7 +140,11 @@ def check_multi_turn_labels(fn) -> bool:
         multi_turn_labels,
         cases,
         forbid={"lmcore.course.packing.chat.multi_turn_labels": "write the scan yourself"},
-        hint="score a token only "
-        "inside an assistant turn: after an <assistant> and before the next <user>, its "
-        "EOS included; -100 on <user>, <assistant>, every user turn and PAD.",
+        hint=(
+            "In a conversation of several turns, which tokens are the assistant's to predict? Look at"
+            " the second assistant turn: is it scored, and the user turn before it left out?",
+            "score a token only "
+            "inside an assistant turn: after an <assistant> and before the next <user>, its "
+            "EOS included; -100 on <user>, <assistant>, every user turn and PAD.",
+        ),
     )

@@ -161,8 +161,13 @@ def check_mask_cross_document_targets(fn) -> bool:
         mask_cross_document_targets,
         cases,
         forbid={"lmcore.shift.mask_cross_document_targets": _WRITE, "lmcore.shift.pack_documents": _WRITE},
-        hint="a new document starts at t when document_ids[:, t] != document_ids[:, t-1]; "
-        "the label AT t (EOS -> b_first) becomes -100; a_last -> EOS stays.",
+        hint=(
+            "Where two documents meet in a packed row, which target asks the model to predict the "
+            "next document's first token from the previous document? Is that the only one you "
+            "removed?",
+            "a new document starts at t when document_ids[:, t] != document_ids[:, t-1]; "
+            "the label AT t (EOS -> b_first) becomes -100; a_last -> EOS stays.",
+        ),
     )
 
 
@@ -175,8 +180,12 @@ def check_document_causal_mask(fn) -> bool:
         document_causal_mask,
         cases,
         forbid={"lmcore.shift.document_causal_mask": _WRITE},
-        hint="combine two bool conditions: j <= i (torch.tril) AND same document "
-        "(document_ids[:, :, None] == document_ids[:, None, :]).",
+        hint=(
+            "Two conditions decide whether position i may look at position j in a packed row. The "
+            "causal one is one of them: what is the other, and how do the two combine?",
+            "combine two bool conditions: j <= i (torch.tril) AND same document "
+            "(document_ids[:, :, None] == document_ids[:, None, :]).",
+        ),
     )
 
 
@@ -209,8 +218,12 @@ def check_pack_whole(fn) -> bool:
         _whole,
         cases,
         forbid={"lmcore.shift.pack_documents": "build the rows yourself"},
-        hint="each document plus its EOS goes on the current row if it fits in the places left; "
-        "otherwise pad the rest of the row (document id -1) and start a new one; pad the last row too.",
+        hint=(
+            "When a document does not fit in what is left of a row, what happens to it and to the "
+            "rest of that row? Does every document keep its EOS, and is the last row full length?",
+            "each document plus its EOS goes on the current row if it fits in the places left; "
+            "otherwise pad the rest of the row (document id -1) and start a new one; pad the last row too.",
+        ),
     )
 
 
@@ -226,7 +239,11 @@ def check_position_ids(fn) -> bool:
         _restart_positions,
         cases,
         forbid={"lmcore.shift.pack_documents": _WRITE, "lmcore.shift._restart_positions": _WRITE},
-        hint="position = t minus the index where the current document started; mark the starts "
-        "(t = 0 and every change of id), and a running maximum (cummax) of their indices gives "
-        "that index at every t.",
+        hint=(
+            "Where must the positions start again at 0? Compare your output with the row's document "
+            "ids: does each document count from 0?",
+            "position = t minus the index where the current document started; mark the starts "
+            "(t = 0 and every change of id), and a running maximum (cummax) of their indices gives "
+            "that index at every t.",
+        ),
     )

@@ -142,6 +142,11 @@ def check_accumulation(fn, quiet: bool = False):
         rtol=1e-6,
         forbid=_NO_REFERENCE,
         quiet=quiet,
-        hint="every target of the whole batch must weigh 1 / (valid targets of ALL micro-batches), "
-        "a count you only know after the last micro-batch; return the batch's mean loss too.",
+        hint=(
+            "Compare with one step on the whole batch: does every valid target weigh the same when "
+            "the micro-batches hold different numbers of valid targets? Which count must you divide "
+            "by, and when do you know it?",
+            "every target of the whole batch must weigh 1 / (valid targets of ALL micro-batches), "
+            "a count you only know after the last micro-batch; return the batch's mean loss too.",
+        ),
     )

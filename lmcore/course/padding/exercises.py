@@ -29,7 +29,8 @@ _NO_METER = {
     for m in ("update", "update_sums")
 }
 _NO_WINDOW_REFERENCE = {
-    "lmcore.course.padding.perplexity.sliding_window_perplexity": "that is the course's reference: write it yourself",
+    "lmcore.course.padding.perplexity.sliding_window_perplexity": "that is the course's reference: "
+    "write it yourself",
     **_NO_METER,
 }
 
@@ -72,8 +73,12 @@ def check_eos_padded_labels(fn, quiet: bool = False):
         cases,
         forbid=_NO_LABEL_HELPERS,
         quiet=quiet,
-        hint="the first EOS of a row is real text (the target that teaches stopping); only the EOS "
-        "after it are padding. Count the EOS seen so far along each row. A row may have no EOS.",
+        hint=(
+            "Is every EOS in a row padding? Which EOS teaches the model to stop, and what about a row"
+            " that has none?",
+            "the first EOS of a row is real text (the target that teaches stopping); only the EOS "
+            "after it are padding. Count the EOS seen so far along each row. A row may have no EOS.",
+        ),
     )
 
 
@@ -118,6 +123,10 @@ def check_sliding_window_perplexity(fn, quiet: bool = False):
         atol=0.0,
         forbid=_NO_WINDOW_REFERENCE,
         quiet=quiet,
-        hint="score every token once (-100 on the targets an earlier window already scored) and "
-        "combine the windows token-weighted.",
+        hint=(
+            "With overlapping windows, is any token scored twice in your total? And when you combine "
+            "the windows, does one with few scored tokens count as much as a full one?",
+            "score every token once (-100 on the targets an earlier window already scored) and "
+            "combine the windows token-weighted.",
+        ),
     )

@@ -65,10 +65,14 @@ def check_set_nll(fn, *, quiet: bool = False) -> bool:
         rtol=1e-6,
         quiet=quiet,
         forbid=[_SET_NLL],
-        hint="add the probabilities of the acceptable answers first, then "
-        "take -ln of the sum (a log-sum-exp over those logits minus the one over all); "
-        "stay stable for logits near 1000: a probability of e^-1005 is 0 in floating point, its "
-        "log is not.",
+        hint=(
+            "With several acceptable answers, is the loss about one answer's probability or about all"
+            " of them together? Try logits near 1000: does your value stay finite?",
+            "add the probabilities of the acceptable answers first, then "
+            "take -ln of the sum (a log-sum-exp over those logits minus the one over all); "
+            "stay stable for logits near 1000: a probability of e^-1005 is 0 in floating point, its "
+            "log is not.",
+        ),
     )
 
 
@@ -104,9 +108,13 @@ def check_context_coverage(fn, *, quiet: bool = False) -> bool:
         rtol=1e-9,
         quiet=quiet,
         forbid=[_COVERAGE],
-        hint="a row of L tokens has L - 1 targets; the target at position t sees t "
-        "earlier tokens (t = 1 .. L - 1). Count those with t >= k, and never "
-        "return less than 0.",
+        hint=(
+            "How many targets does a row of L tokens have, and how many earlier tokens does each one "
+            "see? What must the count be when k is larger than L?",
+            "a row of L tokens has L - 1 targets; the target at position t sees t "
+            "earlier tokens (t = 1 .. L - 1). Count those with t >= k, and never "
+            "return less than 0.",
+        ),
     )
 
 
@@ -162,9 +170,13 @@ def check_document_coverage(fn, *, quiet: bool = False) -> bool:
         rtol=1e-9,
         quiet=quiet,
         forbid=[_COVERAGE, "lmcore.course.rewards.exercises.document_coverage"],
-        hint="inside a document of n tokens the targets are its tokens 1 .. n - 1 (its first "
-        "token is no target: it follows another document), and token o sees o tokens; count "
-        "over every document, then divide by all valid targets of the row.",
+        hint=(
+            "In a packed row, where does a target's context start: at the row's start or at its "
+            "document's? Which token of a document is no target?",
+            "inside a document of n tokens the targets are its tokens 1 .. n - 1 (its first "
+            "token is no target: it follows another document), and token o sees o tokens; count "
+            "over every document, then divide by all valid targets of the row.",
+        ),
     )
 
 

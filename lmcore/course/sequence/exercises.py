@@ -107,9 +107,13 @@ def check_per_position_nll(fn, quiet: bool = False):
         forbid=_NO_LMCORE,
         quiet=quiet,
         atol=1e-5,
-        hint="shift first; F.cross_entropy wants the classes (V) on dim 1, so flatten to (N*(L-1), V) "
-        "and reshape back (a slice is not contiguous: .view needs .contiguous(), .reshape does not), "
-        "or move V to dim 1; reduction='none'.",
+        hint=(
+            "What shape must the result have, and which logits predict which label? Check which "
+            "shapes F.cross_entropy expects for its input and its target.",
+            "shift first; F.cross_entropy wants the classes (V) on dim 1, so flatten to (N*(L-1), V) "
+            "and reshape back (a slice is not contiguous: .view needs .contiguous(), .reshape does not), "
+            "or move V to dim 1; reduction='none'.",
+        ),
     )
 
 
@@ -130,9 +134,13 @@ def check_causal_lm_loss(fn, quiet: bool = False):
         quiet=quiet,
         atol=1e-5,
         forbid=_NO_LMCORE,
-        hint="shift first; take log-probabilities in one stable step (not log of softmax: notebook 01); "
-        "pick each target's entry (-100 is not an index); zero the ignored targets; divide by "
-        "the number of valid targets.",
+        hint=(
+            "Which position's logits predict which label? How many targets count in the mean when "
+            "some labels are -100? Does your value stay finite for large logits?",
+            "shift first; take log-probabilities in one stable step (not log of softmax: notebook 01); "
+            "pick each target's entry (-100 is not an index); zero the ignored targets; divide by "
+            "the number of valid targets.",
+        ),
     )
 
 

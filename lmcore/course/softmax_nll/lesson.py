@@ -115,8 +115,12 @@ def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
         fn,
         handcalc.softmax,
         _softmax_cases(),
-        hint="subtract the largest logit before np.exp, then divide by the sum; "
-        "no entry of z - max(z) is positive, so nothing can overflow.",
+        hint=(
+            "Try z = [1000, 999]: does np.exp overflow? What can you change about z without changing "
+            "its softmax?",
+            "subtract the largest logit before np.exp, then divide by the sum; "
+            "no entry of z - max(z) is positive, so nothing can overflow.",
+        ),
         atol=1e-9,
         rtol=1e-6,
         quiet=quiet,
@@ -142,8 +146,12 @@ def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
         fn,
         handcalc.nll,
         _nll_cases(),
-        hint="loss = logsumexp(z) - z[y], with logsumexp(z) = m + log(sum(exp(z - m))) "
-        "and m = max(z); never take log of a probability that may be 0. Natural log.",
+        hint=(
+            "Try a target whose probability underflows to 0: is your loss finite? Can you get log p "
+            "without forming p first?",
+            "loss = logsumexp(z) - z[y], with logsumexp(z) = m + log(sum(exp(z - m))) "
+            "and m = max(z); never take log of a probability that may be 0. Natural log.",
+        ),
         atol=1e-9,
         rtol=1e-7,
         quiet=quiet,

@@ -93,7 +93,11 @@ def check_surprise(fn) -> bool:
         fn,
         surprise_reference,
         cases,
-        hint="the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
+        hint=(
+            "The surprise must be 0 when p = 1 and grow without bound as p shrinks towards 0. Does "
+            "yours? And which logarithm does the loss use?",
+            "the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
+        ),
         forbid={
             "lmcore.course.start.lesson.surprise_reference": "that is the reference: one line of math does it"
         },

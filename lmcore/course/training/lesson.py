@@ -221,9 +221,13 @@ def check_top_p(fn, *, quiet: bool = False) -> bool:
         fn,
         top_p_reference,
         _top_p_cases(),
-        hint="sort descending; keep a token if the mass *before* it is < p (so the token "
-        "that crosses p stays); zero the others, in the original order; divide by "
-        "the kept mass.",
+        hint=(
+            "Which tokens survive: those whose cumulative mass is below p, or also the one that "
+            "crosses it? Are the kept probabilities renormalised, in their original order?",
+            "sort descending; keep a token if the mass *before* it is < p (so the token "
+            "that crosses p stays); zero the others, in the original order; divide by "
+            "the kept mass.",
+        ),
         atol=1e-9,
         rtol=1e-7,
         quiet=quiet,
