@@ -136,6 +136,15 @@ def test_failure_names_the_first_differing_position_and_the_max_delta():
     assert "1 of 12 entries differ" in why and "allowed 1e-06" in why
 
 
+def test_a_failure_line_never_shows_two_equal_looking_numbers():
+    """05's float32 perplexity once read "expected 7.054, got 7.054": digits are added until the two differ."""
+    why = compare(7.05412345, 7.05419, atol=0, rtol=1e-9)
+    assert "expected 7.0541, got 7.0542" in why
+    why = compare(np.array([1.0, 2.000001]), np.array([1.0, 2.000002]), atol=0, rtol=1e-9)
+    assert "expected 2.000001, got 2.000002" in why
+    assert "expected 1, got 2" in compare(1.0, 2.0)
+
+
 def test_failure_gives_the_ratio_when_the_result_is_a_constant_times_the_expected(capsys):
     x = torch.randn(60, 70, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     assert not check(

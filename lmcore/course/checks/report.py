@@ -18,6 +18,16 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _apart(e: float, g: float) -> tuple[str, str]:
+    """``e`` and ``g`` with 4 significant digits, or as many more as it takes for the two to read
+    differently (a failure line never shows two equal-looking numbers)."""
+    for digits in range(4, 18):
+        a, b = f"{e:.{digits}g}", f"{g:.{digits}g}"
+        if a != b:
+            return a, b
+    return repr(e), repr(g)
+
+
 def short(x, limit: int = 70) -> str:
     """A few characters for ``x``: small arrays and tensors as rounded lists, large ones as
     their shape and dtype with the first entries."""
@@ -92,10 +102,12 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
     if e64.ndim == 0:
         c = ratio_of(e64, g64)
         times = f"; that is {c:.4g}x the expected" if c is not None and _simple(c) else ""
-        return f"expected {_num(float(e64))}, got {_num(float(g64))} (|Δ| = {float(delta):.2g}, {tol}){times}"
+        a, b = _apart(float(e64), float(g64))
+        return f"expected {a}, got {b} (|Δ| = {float(delta):.2g}, {tol}){times}"
     i = tuple(np.argwhere(off)[0])
+    a, b = _apart(float(e64[i]), float(g64[i]))
     text = (
-        f"first difference{_where(i)}: expected {_num(float(e64[i]))}, got {_num(float(g64[i]))}; "
+        f"first difference{_where(i)}: expected {a}, got {b}; "
         f"{int(off.sum())} of {off.size} entries differ, max |Δ| = {float(delta.max()):.2g} ({tol})"
     )
     c = ratio_of(e64, g64)
