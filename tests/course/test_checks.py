@@ -1,6 +1,7 @@
 """The grading machinery itself: pass, fail with a reason, 'not attempted yet', mutation."""
 
 import numpy as np
+import pytest
 import torch
 
 from lmcore.course.checks import Case, check, check_choices, compare
@@ -281,3 +282,18 @@ def test_underflow_is_not_worth_a_note(capsys):
     stable = lambda z: np.exp(z - z.max()) / np.exp(z - z.max()).sum()  # noqa: E731
     assert check("softmax", stable, stable, [(np.array([-1000.0, 0.0, 1000.0]),)])
     assert "warned" not in capsys.readouterr().out
+
+
+def test_float32_atol_scales_with_the_largest_input_and_check_takes_it_per_case(capsys):
+    from lmcore.course.checks import EPS32, float32_atol
+
+    assert float32_atol(torch.tensor([1000.0, -5.0])) == pytest.approx(8 * EPS32 * 1000)
+    assert float32_atol(np.array([0.5]), torch.tensor([-2000.0])) == pytest.approx(8 * EPS32 * 2000)
+    assert float32_atol(torch.tensor([0.1])) == 1e-6  # the floor
+    ref = lambda z: float(torch.logsumexp(z.double(), 0))  # noqa: E731
+    mine = lambda z: float(torch.logsumexp(z.float(), 0)) + 4 * EPS32 * float(z.abs().max())  # noqa: E731
+    cases = [(torch.tensor([1000.0, 999.5]),), (torch.tensor([1.0, 0.5]),)]
+    assert check("lse", mine, ref, cases, atol=lambda z: float32_atol(z), rtol=0)
+    assert not check("lse", lambda z: ref(z) + 1e-3, ref, cases, atol=lambda z: float32_atol(z), rtol=0)
+    out = capsys.readouterr().out  # the first case's own tolerance, with its digits
+    assert "on input (tensor([1000.0, 999.5]))" in out and "allowed 0.00095 + 0·|expected|" in out

@@ -286,9 +286,32 @@ def _windows(model, ids, block, stride, *, combine="tokens", double_count=False,
     return math.exp(sum(sums) / sum(counts))
 
 
+def _float32_windows(model, ids, block, stride):  # right, summed in float32 (review 00-05, E7)
+    total, n, prev_end = torch.zeros(1), 0, 0
+    for begin in range(0, len(ids), stride):
+        end = min(begin + block, len(ids))
+        labels = ids[begin:end][None].clone()
+        labels[:, : max(0, prev_end - begin)] = IGNORE_INDEX
+        total += causal_lm_loss(model(ids[begin:end][None]).float(), labels, reduction="sum")
+        n, prev_end = n + num_valid_targets(labels), end
+        if end == len(ids):
+            break
+    return float(torch.exp(total / n))
+
+
+@torch.no_grad()
+def _per_token_loop(model, ids, block, stride):  # right: another algorithm, decorated
+    logps = []
+    for k in range(1, len(ids)):
+        begin = max(0, -(-(k - block + 1) // stride) * stride)  # the first window that holds k
+        if begin < k:
+            logps.append(torch.log_softmax(model(ids[begin:k][None])[0, -1], -1)[ids[k]])
+    return math.exp(-float(torch.stack(logps).mean()))
+
+
 def test_check_sliding_window_perplexity(capsys):
-    assert PX.check_sliding_window_perplexity(_hf_windows)
-    assert PX.check_sliding_window_perplexity(PX.naive_window_perplexity)
+    for right in (_hf_windows, PX.naive_window_perplexity, _float32_windows, _per_token_loop):
+        assert PX.check_sliding_window_perplexity(right), capsys.readouterr().out
     _said(capsys)
 
     def meter(model, ids, block, stride):

@@ -40,6 +40,17 @@ def test_check_set_nll_accepts_stable_answers(capsys):
         - (z.double()[list(a)].max() + (z.double()[list(a)] - z.double()[list(a)].max()).exp().sum().log())
     )
     assert _quiet(RX.check_set_nll, by_hand)
+    # float32, as the hint's own recipe gives it: logsumexp(z) - logsumexp(z[a]) near 1000 is known
+    # to a few float32 spacings of 1000 (review 06-10)
+    float32 = lambda z, a: float(torch.logsumexp(z.float(), 0) - torch.logsumexp(z.float()[list(a)], 0))
+    assert _quiet(RX.check_set_nll, float32)
+
+    @torch.no_grad()
+    def decorated_torch_special(z, a):  # another library route, decorated
+        z = z.double()
+        return float(-(torch.special.logsumexp(z[list(a)], 0) - torch.special.logsumexp(z, 0)))
+
+    assert _quiet(RX.check_set_nll, decorated_torch_special)
 
 
 def test_the_new_case_separates_logsumexp_from_summed_softmax():

@@ -98,7 +98,7 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
     if not off.any():
         return None
     delta = np.where(np.isfinite(g64 - e64), np.abs(g64 - e64), np.inf)
-    tol = f"allowed {atol:.0e} + {rtol:.0e}·|expected|"
+    tol = f"allowed {atol:.2g} + {rtol:.2g}·|expected|"
     if e64.ndim == 0:
         c = ratio_of(e64, g64)
         times = f"; that is {c:.4g}x the expected" if c is not None and _simple(c) else ""
