@@ -3,6 +3,8 @@
 References are independent: torch autograd in float64 and exact derivatives of simple functions.
 """
 
+import functools
+
 import matplotlib
 import numpy as np
 import pytest
@@ -163,19 +165,36 @@ def _fd(eps, central=True, halve=True):
     return estimate
 
 
+def _relative_step(f, z):  # the textbook's step, relative to |z_i| (review 00-05: rejected before)
+    z, g = np.asarray(z, dtype=np.float64), []
+    for i in range(z.size):
+        h, e = 1e-5 * max(1.0, abs(z[i])), np.zeros_like(z)
+        e[i] = h
+        g.append((f(z + e) - f(z - e)) / (2 * h))
+    return np.array(g)
+
+
+def _richardson(f, z):  # another algorithm: two central differences extrapolated
+    return (4 * _fd(5e-4)(f, z) - _fd(1e-3)(f, z)) / 3
+
+
 def test_finite_difference_checker(capsys):
     assert G.check_finite_difference(_fd(1e-5))
     assert G.check_finite_difference(_fd(1e-6))
+    assert G.check_finite_difference(_relative_step)
+    assert G.check_finite_difference(_richardson)
+    assert G.check_finite_difference(functools.wraps(_fd(1e-5))(lambda f, z: _fd(1e-5)(f, z)))
     wrongs = [
         _fd(1e-5, central=False),  # forward difference
         _fd(1e-7, central=False),  # forward, tiny eps: still off on the curved function
         _fd(1e-1),  # central with a huge eps
         _fd(1e-12),  # rounding error dominates
-        _fd(1e-5, halve=False),
-    ]  # forgot the 2 in 2 eps
+        _fd(1e-5, halve=False),  # forgot the 2 in 2 eps
+        _fd(1e-2),  # central, eps 1e-2: right at |z| = 1000 only
+    ]
     assert not any(G.check_finite_difference(w) for w in wrongs)
     out = capsys.readouterr().out
-    assert out.count("fail") == 5 and out.count("pass") == 2
+    assert out.count("fail") == 6 and out.count("pass") == 5
 
 
 def test_finite_difference_checker_flags_in_place_nudging(capsys):
@@ -202,6 +221,7 @@ def test_finite_difference_failure_says_by_how_much(capsys):
     assert not G.check_finite_difference(_fd(1e-5, central=False))
     out = capsys.readouterr().out
     assert "max |Δ| = " in out and "allowed 1e-06" in out and len(out.splitlines()) == 1
+    assert "f = sum(sin(z))" in out  # the first case it fails
 
 
 # ---------------------------------------------------------------- label smoothing

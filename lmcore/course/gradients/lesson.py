@@ -136,7 +136,8 @@ _FUNCTIONS = {
 def check_finite_difference(fn, *, quiet: bool = False):
     """Grade ``fn(f, z) -> gradient estimate`` against exact gradients of four functions.
 
-    Central differences with eps ~ 1e-5 pass; forward differences or a large eps do not."""
+    Central differences with eps ~ 1e-5 (or a step relative to |z|) pass; forward differences or a
+    large eps do not."""
     rng = np.random.default_rng(3)
     cases = [
         Case(("nll(z, y=1)", np.array([2.0, 1.0, 0.0])), label="f = nll(z, y=1), z=[2, 1, 0]"),
@@ -158,7 +159,10 @@ def check_finite_difference(fn, *, quiet: bool = False):
             "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
             "eps * curvature, and an eps below ~1e-8 drowns in rounding error.",
         ),
-        atol=1e-6,
+        # 1e-6, plus what a textbook relative step (eps = 1e-5 * max(1, |z|)) truncates at large |z|:
+        # about (1e-5 |z|)^2 / 6 times the third derivative, 2e-5 at |z| = 1000 (every wrong step
+        # still fails a case)
+        atol=lambda key, z: 1e-6 + 2e-11 * float(np.abs(z).max()) ** 2,
         rtol=1e-6,
         quiet=quiet,
         forbid=_by_hand(["lmcore.course.gradients.lesson.numerical_grad"]),
