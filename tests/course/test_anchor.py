@@ -157,6 +157,16 @@ def test_check_predict_from_logits_accepts_and_rejects(capsys):
         return math.log(z.shape[-1]) + float(z.double().var(-1).mean()) / 2
 
     assert an.check_predict_from_logits(mine) and an.check_predict_from_logits(unbiased)
+
+    def exact(z):  # the exact mean loss the law approximates (review 00-05: rejected by 0.0054)
+        z = z.double()
+        return float((torch.logsumexp(z, -1) - z.mean(-1)).mean())
+
+    def float32_centred(z):  # float32, centred by hand
+        c = z.float() - z.float().mean(-1, keepdim=True)
+        return math.log(z.shape[-1]) + float((c * c).mean()) / 2
+
+    assert an.check_predict_from_logits(exact) and an.check_predict_from_logits(float32_centred)
     wrongs = [
         lambda z: math.log(z.shape[-1]) + float(z.std()) ** 2 / 2,  # global std
         lambda z: math.log2(z.shape[-1]) + _np_sigma(z) ** 2 / 2,  # bits
@@ -242,6 +252,22 @@ def test_check_predict_with_repeats(capsys):
         return math.log(z.shape[-1]) + var / 2 - q * lift
 
     assert s0.check_predict_with_repeats(mine)
+
+    def exact(z, ids, q):  # the exact mean loss (review 00-05: rejected at atol 1e-6 by 3e-4)
+        z = z.double()
+        lse, own = torch.logsumexp(z, -1), z.gather(-1, ids[..., None])[..., 0]
+        return float((q * (lse - own) + (1 - q) * (lse - z.mean(-1))).mean())
+
+    def other_logits(z, ids, q):  # lift and sigma measured against the other V - 1 logits
+        z, V = z.double(), z.shape[-1]
+        keep = 1 - F.one_hot(ids, V).double()
+        mean = (z * keep).sum(-1) / (V - 1)
+        var = (((z - mean[..., None]) ** 2) * keep).sum(-1) / (V - 1)
+        own = z.gather(-1, ids[..., None])[..., 0]
+        return math.log(V) + float(var.mean()) / 2 - q * float((own - mean).mean())
+
+    for right in (exact, other_logits, torch.no_grad()(mine)):
+        assert s0.check_predict_with_repeats(right), capsys.readouterr().out
     capsys.readouterr()
 
     def raw_own_logit(z, ids, q):  # not centred on the row mean
