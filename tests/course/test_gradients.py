@@ -137,12 +137,30 @@ def test_ce_grad_checker(capsys):
     assert "sign is flipped" in capsys.readouterr().out
 
 
+def _forward_mode_jacfwd(z, y):
+    nll = lambda t: torch.logsumexp(t, 0) - t[y]  # noqa: E731
+    return torch.func.jacfwd(nll)(torch.tensor(z, dtype=torch.float64)).numpy()
+
+
+def _forward_mode_dual(z, y):
+    import torch.autograd.forward_ad as fwAD
+
+    t, out = torch.tensor(z, dtype=torch.float64), []
+    with fwAD.dual_level():
+        for i in range(len(t)):
+            d = fwAD.make_dual(t, torch.nn.functional.one_hot(torch.tensor(i), len(t)).double())
+            out.append(float(fwAD.unpack_dual(torch.logsumexp(d, 0) - d[y]).tangent))
+    return np.array(out)
+
+
 @pytest.mark.parametrize(
     "cheat",
     [
         lambda z, y: G.handcalc.ce_grad(z, y),
         _autograd_grad,  # autograd (backward)
         lambda z, y: G.numerical_grad(lambda v: G.handcalc.nll(v, y), z),
+        _forward_mode_jacfwd,  # forward-mode autodiff (review 00-05: it passed "no autograd")
+        _forward_mode_dual,
     ],
 )
 def test_ce_grad_checker_rejects_the_reference_and_autograd(cheat, capsys):

@@ -196,6 +196,25 @@ def test_check_per_position_nll_accepts_both_layouts_and_rejects_wrong_ones(caps
     assert "called lmcore.shift.shift_for_next_token" in out and "called lmcore.loss.causal_lm_loss" in out
 
 
+def test_check_causal_lm_loss_refuses_a_builtin_loss_bound_before_the_check(capsys):
+    """ "however you import it": a name bound before builtin_losses_off's swap is refused too."""
+    from torch.nn.functional import cross_entropy, nll_loss
+
+    def bound_ce(z, y):
+        return cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1))
+
+    def bound_nll(z, y):
+        return nll_loss(z[:, :-1].log_softmax(-1).reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1))
+
+    def private_entry(z, y):
+        flat, target = z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1)
+        return torch._C._nn.cross_entropy_loss(flat, target, None, 1, -100, 0.0)
+
+    for cheat in (bound_ce, bound_nll, private_entry):
+        assert not sq.check_causal_lm_loss(cheat)
+        assert "the built-in losses are switched off" in capsys.readouterr().out
+
+
 def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys):
     assert sq.check_causal_lm_loss(_my_loss)
     assert "pass" in capsys.readouterr().out

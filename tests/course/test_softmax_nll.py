@@ -205,6 +205,12 @@ def test_stable_softmax_checker_rejects(wrong, capsys):
         lambda z: F.softmax(torch.from_numpy(z), -1).numpy(),
         lambda z: torch.from_numpy(z).softmax(0).numpy(),
         lambda z: np.exp(__import__("lmcore").handcalc.log_softmax(z)),
+        # the same kernels under other names (review 00-05)
+        lambda z: torch.special.softmax(torch.from_numpy(z), 0).numpy(),
+        lambda z: torch.special.log_softmax(torch.from_numpy(z), 0).exp().numpy(),
+        lambda z: torch._softmax(torch.from_numpy(z), 0, False).numpy(),
+        lambda z: torch.ops.aten._softmax(torch.from_numpy(z), 0, False).numpy(),
+        lambda z: torch.ops.aten._log_softmax.default(torch.from_numpy(z), 0, False).exp().numpy(),
     ],
 )
 def test_stable_softmax_checker_rejects_the_reference_and_library_calls(cheat, capsys):
@@ -272,6 +278,16 @@ def test_nll_checker_names_bits_and_a_flipped_sign(capsys):
         lambda z, y: float(__import__("lmcore").handcalc.logsumexp(z) - z[y]),
         lambda z, y: float(torch.logsumexp(torch.from_numpy(z), 0) - z[y]),
         lambda z, y: float(-F.log_softmax(torch.from_numpy(z), -1)[y]),
+        lambda z, y: float(torch.special.logsumexp(torch.from_numpy(z), 0) - z[y]),
+        lambda z, y: float(torch.ops.aten.logsumexp(torch.from_numpy(z), [0]) - z[y]),
+        lambda z, y: float(
+            torch._C._nn.cross_entropy_loss(torch.from_numpy(z)[None], torch.tensor([y]), None, 1, -100, 0.0)
+        ),
+        lambda z, y: float(
+            torch._C._nn.nll_loss_nd(
+                torch.from_numpy(z).log_softmax(0)[None], torch.tensor([y]), None, 1, -100
+            )
+        ),
     ],
 )
 def test_nll_checker_rejects_the_reference_and_library_calls(cheat, capsys):

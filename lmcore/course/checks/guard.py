@@ -7,7 +7,8 @@
   reference (``"lmcore.handcalc.softmax"``, ``"torch.softmax"``, ``"torch.Tensor.softmax"``,
   ``"torch.autograd.grad"``), however it was imported or aliased: it watches calls with
   ``sys.setprofile`` and matches the function's own code object (beneath its decorators, whose
-  wrapper code other functions share), the builtin itself, or (for a
+  wrapper code other functions share), the builtin itself, a callable object's ``__call__`` on
+  that very object (an aten op, ``torch.ops.aten._softmax``), or (for a
   ``Tensor`` method) the method's name on any tensor. The reference still runs; the check then
   says "your function called lmcore.handcalc.softmax: write it yourself".
 """
@@ -96,7 +97,30 @@ def _matcher(dotted: str):
     owner_obj = resolve(owner) if owner else None
     if isinstance(owner_obj, type):  # a method of a C type, e.g. torch.Tensor.softmax
         return "method", (owner_obj, name)
+    codes = _call_codes(obj)
+    if codes:  # a callable object, e.g. torch.ops.aten._softmax (and its overloads)
+        return "instance", (codes, obj)
     return "c_call", obj
+
+
+def _call_codes(obj) -> list:
+    """The code objects of ``obj``'s class's ``__call__`` and, for an aten op, of its overloads'."""
+    found = []
+    overloads = getattr(obj, "overloads", None)
+    names = overloads() if callable(overloads) else []
+    for this in [obj] + [getattr(obj, name, None) for name in names]:
+        call = next((k.__dict__["__call__"] for k in type(this).__mro__ if "__call__" in k.__dict__), None)
+        code = getattr(call, "__code__", None)
+        if code is not None and code not in found:
+            found.append(code)
+    return found
+
+
+def _is_instance_call(frame, obj) -> bool:
+    """Whether ``frame`` (a call of a callable object's ``__call__``) calls ``obj`` itself or one
+    of its overloads (``torch.ops.aten._softmax.default`` belongs to ``torch.ops.aten._softmax``)."""
+    this = frame.f_locals.get("self")
+    return this is obj or getattr(this, "overloadpacket", None) is obj
 
 
 @contextlib.contextmanager
@@ -107,6 +131,11 @@ def recorded_calls(names: Iterable[str]):
     codes = {m: n for n, kind, m in matchers if kind == "call"}
     builtins = {id(m): (n, m) for n, kind, m in matchers if kind == "c_call"}
     methods = [(n, m) for n, kind, m in matchers if kind == "method"]
+    instances: dict = {}
+    for n, kind, m in matchers:
+        if kind == "instance":
+            for code in m[0]:
+                instances.setdefault(code, []).append((n, m[1]))
     called: list[str] = []
 
     def note(name):
@@ -116,6 +145,10 @@ def recorded_calls(names: Iterable[str]):
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in codes:
             note(codes[frame.f_code])
+        elif event == "call" and frame.f_code in instances:
+            for n, obj in instances[frame.f_code]:
+                if _is_instance_call(frame, obj):
+                    note(n)
         elif event == "c_call":
             hit = builtins.get(id(arg))
             if hit is not None and arg is hit[1]:
@@ -137,5 +170,23 @@ def recorded_calls(names: Iterable[str]):
         sys.setprofile(previous)
 
 
-# autograd in any form: what "work it out by hand" rules out (torch.func.grad ends in autograd.grad)
-AUTOGRAD = available(["torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward"])
+# autograd in any form, reverse and forward mode: what "work it out by hand" rules out
+AUTOGRAD = available(
+    [
+        "torch.autograd.grad",
+        "torch.autograd.backward",
+        "torch.Tensor.backward",
+        "torch.autograd.functional.jacobian",
+        "torch.autograd.functional.jvp",
+        "torch.autograd.functional.vjp",
+        "torch.autograd.forward_ad.make_dual",
+        "torch.autograd.forward_ad.unpack_dual",
+        "torch.func.grad",
+        "torch.func.grad_and_value",
+        "torch.func.vjp",
+        "torch.func.jvp",
+        "torch.func.jacrev",
+        "torch.func.jacfwd",
+        "torch.func.hessian",
+    ]
+)

@@ -117,6 +117,14 @@ def check_per_position_nll(fn, quiet: bool = False):
     )
 
 
+# The built-in losses as the recorder sees them, however they were imported (a name bound before the
+# check, ``from torch.nn.functional import cross_entropy``, escapes builtin_losses_off's swap).
+_BUILTIN_LOSS_NAMES = available(
+    [f"torch.nn.functional.{name}" for name in _BUILTIN_LOSSES]
+    + ["torch._C._nn.cross_entropy_loss", "torch._C._nn.nll_loss", "torch._C._nn.nll_loss_nd"]
+)
+
+
 def check_causal_lm_loss(fn, quiet: bool = False):
     """Grade ``fn(logits (N, L, V), labels (N, L) with -100s) -> scalar`` against lmcore's, with
     the built-in losses switched off while ``fn`` runs (:func:`builtin_losses_off`); one case
@@ -133,7 +141,12 @@ def check_causal_lm_loss(fn, quiet: bool = False):
         _random_cases(4, with_ignored=True) + [_ragged_large_case()],
         quiet=quiet,
         atol=1e-5,
-        forbid=_NO_LMCORE,
+        forbid=_NO_LMCORE
+        | {
+            name: "the built-in losses are switched off in this check: build the loss yourself from "
+            "log_softmax, gather, the mask and a division by the count"
+            for name in _BUILTIN_LOSS_NAMES
+        },
         hint=(
             "Which position's logits predict which label? How many targets count in the mean when "
             "some labels are -100? Does your value stay finite for large logits?",

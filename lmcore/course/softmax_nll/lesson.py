@@ -39,14 +39,29 @@ _SOFTMAXES = [
     "torch.Tensor.log_softmax",
     "scipy.special.softmax",
     "scipy.special.log_softmax",
+    # the same kernels under other names: torch.special, the private and the aten entry points
+    "torch.special.softmax",
+    "torch.special.log_softmax",
+    "torch._softmax",
+    "torch._log_softmax",
+    "torch.ops.aten.softmax",
+    "torch.ops.aten._softmax",
+    "torch.ops.aten.log_softmax",
+    "torch.ops.aten._log_softmax",
 ]
 _LOSSES = _SOFTMAXES + [
     "lmcore.handcalc.nll",
     "lmcore.handcalc.logsumexp",
     "torch.logsumexp",
     "torch.Tensor.logsumexp",
+    "torch.special.logsumexp",
+    "torch.ops.aten.logsumexp",
     "torch.nn.functional.cross_entropy",
     "torch.nn.functional.nll_loss",
+    "torch._C._nn.cross_entropy_loss",
+    "torch._C._nn.nll_loss",
+    "torch._C._nn.nll_loss_nd",
+    "torch._C._nn.nll_loss2d",
     "scipy.special.logsumexp",
 ]
 
