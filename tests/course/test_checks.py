@@ -54,15 +54,20 @@ def test_check_reports_exceptions_and_mutation(capsys):
 
 
 def test_check_choices(capsys):
-    expected = {"a": "shift", "b": "pad"}
-    assert check_choices("bugs", lambda: dict(expected), expected)
-    assert not check_choices("bugs", lambda: {"a": "shift", "b": "eos"}, expected, {"b": "look at padding"})
+    from lmcore.course.checks import answer_digest
+
+    right = {"a": "shift", "b": "pad"}
+    key = {k: answer_digest("bugs", k, v) for k, v in right.items()}  # the key stores digests
+    assert "shift" not in str(key) and "pad" not in str(key)
+    assert check_choices("bugs", lambda: dict(right), key)
+    assert not check_choices("bugs", lambda: {"a": "shift", "b": "eos"}, key, {"b": "look at padding"})
     assert "1/2 right" in capsys.readouterr().out.splitlines()[-1]
+    assert not check_choices("other exercise", lambda: dict(right), key)  # digests are per exercise
 
     def stub():
         raise NotImplementedError
 
-    assert not check_choices("bugs", stub, expected)
+    assert not check_choices("bugs", stub, key)
     assert "not attempted yet" in capsys.readouterr().out
 
 

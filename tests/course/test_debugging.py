@@ -229,6 +229,14 @@ def test_check_mystery_rejects_plausible_wrong_answers(wrong, capsys):
     assert "✗" in out and repr(sorted(wrong)[0]) in out
 
 
+def test_the_mystery_key_does_not_give_the_answers_away():
+    """Review 06-10: _MYSTERY_ANSWERS held the answers in the clear; the key holds digests."""
+    for value in vars(ex).values():
+        if isinstance(value, dict):
+            assert not set(ANSWERS.values()) <= set(map(str, value.values())), "answers in the clear"
+    assert set(ex._MYSTERY_KEY) == set(ANSWERS) and all(len(v) == 64 for v in ex._MYSTERY_KEY.values())
+
+
 def test_check_mystery(capsys):
     assert ex.check_mystery(lambda: dict(ANSWERS))
     assert not ex.check_mystery(_stub)
@@ -368,3 +376,9 @@ def test_overfit_one_batch_fits_a_pipeline_that_can_learn_and_not_softmax_first(
     assert capped[-1] > floor + 1.0
     again = d.overfit_one_batch("correct", batch)
     assert again == correct  # one thread, the same seed: the same run
+
+
+def test_check_loss_fn_refuses_its_hidden_reference(capsys):
+    """Review 06-10: _completion_loss, the check's reference, passed when called by name."""
+    assert not ex.check_loss_fn(lambda logits, ids, mask: ex._completion_loss(logits, ids, mask))
+    assert "called lmcore.course.debugging.exercises._completion_loss" in capsys.readouterr().out

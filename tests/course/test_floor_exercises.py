@@ -65,6 +65,14 @@ def test_check_entropy_rejects(wrong, capsys):
     assert "✗ fail" in capsys.readouterr().out
 
 
+def test_the_checkers_own_references_are_refused(capsys):
+    assert not FX.check_entropy(lambda p: FX._entropy(p))
+    assert not FX.check_kl_gap(lambda p, q: FX._kl(p, q))
+    out = capsys.readouterr().out
+    assert "called lmcore.course.floor.exercises._entropy" in out
+    assert "called lmcore.course.floor.exercises._kl" in out
+
+
 def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
     assert not FX.check_entropy(lambda p: FL.entropy(p))
     out = capsys.readouterr().out

@@ -230,6 +230,16 @@ def test_finite_difference_checker_flags_in_place_nudging(capsys):
     assert not G.check_finite_difference(nudges_input)
 
 
+def test_finite_difference_checker_refuses_its_table_of_exact_gradients(capsys):
+    """Review 00-05: the exact-gradient table answered the check by looking f up."""
+
+    def look_up(f, z):
+        return next(grad for fn, grad in G._FUNCTIONS.values() if fn is f)(z)
+
+    assert not G.check_finite_difference(look_up)
+    assert "your function called lmcore.course.gradients.lesson._grad_" in capsys.readouterr().out
+
+
 def test_finite_difference_checker_rejects_the_course_function(capsys):
     assert not G.check_finite_difference(lambda f, z: G.numerical_grad(f, z))
     assert "your function called lmcore.course.gradients.lesson.numerical_grad" in capsys.readouterr().out

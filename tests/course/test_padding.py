@@ -118,7 +118,7 @@ def test_lookback_lm_is_causal_uses_its_context_and_refuses_long_input():
 def test_sliding_window_perplexity_against_a_loop_over_every_token(n, block, stride):
     m, ids = PP.LookbackLM(block_size=block), PP.long_text(n, seed=n)
     assert PP.sliding_window_perplexity(m, ids, block, stride) == pytest.approx(
-        PX.naive_window_perplexity(m, ids, block, stride), rel=1e-12
+        PX._naive_window_perplexity(m, ids, block, stride), rel=1e-12
     )
 
 
@@ -310,9 +310,11 @@ def _per_token_loop(model, ids, block, stride):  # right: another algorithm, dec
 
 
 def test_check_sliding_window_perplexity(capsys):
-    for right in (_hf_windows, PX.naive_window_perplexity, _float32_windows, _per_token_loop):
+    for right in (_hf_windows, _float32_windows, _per_token_loop):
         assert PX.check_sliding_window_perplexity(right), capsys.readouterr().out
     _said(capsys)
+    assert not PX.check_sliding_window_perplexity(PX._naive_window_perplexity)  # its own reference
+    assert "called lmcore.course.padding.exercises._naive_window_perplexity" in capsys.readouterr().out
 
     def meter(model, ids, block, stride):
         m, prev_end = PerplexityMeter(), 0

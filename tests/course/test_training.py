@@ -259,9 +259,21 @@ def _unsorted(probs, p):
 @pytest.mark.parametrize("wrong", [_excludes_crossing, _no_renormalise, _ascending, _unsorted])
 def test_top_p_checker(wrong, capsys):
     assert T.check_top_p(_top_p_solution)
-    assert T.check_top_p(T.top_p_reference)
     assert not T.check_top_p(wrong)
     assert "✗ fail" in capsys.readouterr().out
+
+
+def test_top_p_checker_refuses_lmcores_filter_and_its_own_reference(capsys):
+    """Review 06-10: check_top_p refused nothing, so lmcore.sample.filter_logits passed."""
+    from lmcore.sample import filter_logits
+
+    for cheat in (
+        T.top_p_reference,
+        lambda probs, p: torch.softmax(filter_logits(probs.log(), top_p=p), -1),
+    ):
+        assert not T.check_top_p(cheat)
+        assert "your function called" in capsys.readouterr().out
+    assert T.check_top_p(torch.no_grad()(_top_p_solution))  # a decorated right answer
 
 
 def test_checkers_say_not_attempted(capsys):

@@ -34,6 +34,7 @@ __all__ = [
     "check_choices",
     "random_logit_cases",
     "float32_atol",
+    "answer_digest",
     "PASS",
     "FAIL",
     "TODO",
@@ -238,6 +239,14 @@ def check(
     return _say_line(f"{PASS} {name}: matches the reference on all {len(cases)} cases.{warned}", quiet, True)
 
 
+def answer_digest(name: str, key, answer) -> str:
+    """The SHA-256 (hex) of one answer of ``check_choices`` exercise ``name``: what an answer key
+    stores, so that reading the key does not give the answers."""
+    import hashlib
+
+    return hashlib.sha256(f"{name}\x00{key!r}\x00{answer!r}".encode()).hexdigest()
+
+
 def check_choices(
     name: str,
     answers_fn: Callable[[], dict],
@@ -246,8 +255,9 @@ def check_choices(
     *,
     hint: str | tuple[str, str] = "",
 ) -> CheckResult:
-    """Grade a dict of named answers (e.g. which bug each mystery pipeline has). A wrong answer
-    shows its key's entry of ``hints``; ``hint`` (a string or a (nudge, full) pair, as for
+    """Grade a dict of named answers (e.g. which bug each mystery pipeline has). ``expected`` maps
+    each key to :func:`answer_digest` of its right answer (a key stored in the clear would hand
+    out the answers to whoever reads it). A wrong answer shows its key's entry of ``hints``; ``hint`` (a string or a (nudge, full) pair, as for
     :func:`check`) is the exercise's general hint: ``show_solution`` gives it, and a failure on a
     key without its own hint."""
     with captured_warnings():
@@ -259,7 +269,7 @@ def check_choices(
         return _say_line(
             f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.", False, False
         )
-    wrong = [k for k in expected if answers.get(k) != expected[k]]
+    wrong = [k for k in expected if answer_digest(name, k, answers.get(k)) != expected[k]]
     if wrong:
         k = wrong[0]
         own = (hints or {}).get(k, "")

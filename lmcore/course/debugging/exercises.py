@@ -91,12 +91,13 @@ def loss_t(logits, input_ids, attention_mask):
 
 
 _MYSTERIES = {"P": loss_p, "Q": loss_q, "R": loss_r, "S": loss_s, "T": loss_t}
-_MYSTERY_ANSWERS = {
-    "P": "mask_after_shift",
-    "Q": "token_denominator",
-    "R": "correct",
-    "S": "specials_masked",
-    "T": "detached",
+# the answers as answer_digest("name_the_bugs", letter, cause): the key does not give them away
+_MYSTERY_KEY = {
+    "P": "ebb7d0a7dfc7e621b9a8937184df4d7c4b263dcf961156c27d5ae6df5f21209e",
+    "Q": "31133423d3bfd91bd22990973721c0523178f92fe1e084d2080aaba5b136aa97",
+    "R": "632c4df98fb260a6d2a976527a28566f23c51e61cb9c68d1b1c26334e2139f65",
+    "S": "cd428ed84c22b90181b2229c55d398d72436929f4addc09e65a35a792e6fa74f",
+    "T": "872d70375f821331a1c58d75112841a9f25ca2f3733447d176ea5506096f7074",
 }
 
 
@@ -139,7 +140,7 @@ def check_mystery(answers_fn):
     return check_choices(
         "name_the_bugs",
         answers_fn,
-        _MYSTERY_ANSWERS,
+        _MYSTERY_KEY,
         _HINTS,
         hint=(
             "For each mystery, which of run_checks' checks fail, and which causes does each failing "
@@ -199,6 +200,7 @@ _FORBID = {
     "lmcore.loss.causal_lm_loss": "write it with torch.nn.functional.cross_entropy, not lmcore's loss",
     "lmcore.loss.chunked_causal_lm_loss": "write it with torch.nn.functional.cross_entropy",
     "lmcore.course.debugging.losses.loss_correct": "write it with torch.nn.functional.cross_entropy",
+    "lmcore.course.debugging.exercises._completion_loss": "that is the check's reference: write it yourself",
 }
 
 

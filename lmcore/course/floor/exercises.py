@@ -31,7 +31,9 @@ __all__ = [
 ]
 
 _TOK = ChatTokenizer()
-_REFERENCES = tuple(f"lmcore.course.floor.lesson.{n}" for n in ("entropy", "cross_entropy", "kl_divergence"))
+_REFERENCES = tuple(
+    f"lmcore.course.floor.lesson.{n}" for n in ("entropy", "cross_entropy", "kl_divergence")
+) + ("lmcore.course.floor.exercises._entropy", "lmcore.course.floor.exercises._kl")
 
 
 def _grade(title: str, fn, reference, cases, hint: str, quiet: bool) -> bool:

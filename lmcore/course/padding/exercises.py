@@ -16,7 +16,6 @@ from .perplexity import LookbackLM, long_text
 __all__ = [
     "eos_padded_labels",
     "check_eos_padded_labels",
-    "naive_window_perplexity",
     "check_sliding_window_perplexity",
 ]
 
@@ -30,6 +29,8 @@ _NO_METER = {
 }
 _NO_WINDOW_REFERENCE = {
     "lmcore.course.padding.perplexity.sliding_window_perplexity": "that is the course's reference: "
+    "write it yourself",
+    "lmcore.course.padding.exercises._naive_window_perplexity": "that is the check's reference: "
     "write it yourself",
     **_NO_METER,
 }
@@ -82,7 +83,7 @@ def check_eos_padded_labels(fn, quiet: bool = False):
     )
 
 
-def naive_window_perplexity(model, ids: torch.Tensor, block_size: int, stride: int) -> float:
+def _naive_window_perplexity(model, ids: torch.Tensor, block_size: int, stride: int) -> float:
     """Sliding-window perplexity by a loop over every token: token k (k >= 1) is scored once, in
     the first window (starts 0, stride, 2·stride, ...; ``block_size`` long) that holds it, with
     the tokens of that window before it as its context; a token that opens that window has no
@@ -117,7 +118,7 @@ def check_sliding_window_perplexity(fn, quiet: bool = False):
     return check(
         "sliding_window_perplexity",
         lambda *args: _window_case(fn, *args),
-        lambda *args: _window_case(naive_window_perplexity, *args),
+        lambda *args: _window_case(_naive_window_perplexity, *args),
         cases,  # the kit's tolerances: a float32 sum is right (every wrong variant is off by > 1e-3)
         forbid=_NO_WINDOW_REFERENCE,
         quiet=quiet,
