@@ -54,7 +54,7 @@ EPS32 = float(torch.finfo(torch.float32).eps)
 def float32_atol(*inputs, ulps: int = 8, floor: float = 1e-6) -> float:
     """An absolute tolerance for a value computed in float32 from ``inputs`` (tensors or
     arrays): ``ulps`` float32 spacings at their largest magnitude, and at least ``floor``."""
-    big = max((float(_as_array(x).__abs__().max(initial=0.0)) for x in inputs), default=0.0)
+    big = max((float(np.abs(_as_array(x)).max(initial=0.0)) for x in inputs), default=0.0)
     return max(floor, ulps * EPS32 * big)
 
 

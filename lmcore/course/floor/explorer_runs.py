@@ -7,7 +7,7 @@ operators ``ops`` for ``steps`` steps, for every setting the widget offers (:dat
 The file records, per run, the training config and the SHA-256 of the corpus's token ids, and
 ``tests/course/test_floor_explorer_runs.py`` fails when either no longer matches what the code
 would train (and retrains one run to compare its curve), so the committed curves cannot drift
-from the code. :func:`lmcore.course.floor.run.short_curve` uses them; ``cached=False`` trains.
+from the code. :func:`short_curve` uses them; ``cached=False`` trains.
 
 ``python -m lmcore.course.floor.explorer_runs`` rewrites the file (``--jobs N`` processes).
 """
@@ -72,7 +72,7 @@ def _train(setting) -> dict:
 
 @lru_cache(maxsize=1)
 def _committed(path: str) -> dict:
-    body = json.loads(Path(path).read_text())
+    body = json.loads(Path(path).read_text(encoding="utf-8"))
     return {(r["high"], r["ops"], r["steps"]): r for r in body["runs"]}
 
 
@@ -110,7 +110,8 @@ def write_explorer_runs(dest=EXPLORER_RUNS, *, jobs: int = 1, settings=SETTINGS)
     }
     dest = Path(dest)
     dest.write_text(
-        json.dumps(body, indent=None, separators=(",", ":")).replace('{"high"', '\n{"high"') + "\n"
+        json.dumps(body, indent=None, separators=(",", ":")).replace('{"high"', '\n{"high"') + "\n",
+        encoding="utf-8",
     )
     _committed.cache_clear()
     return dest
