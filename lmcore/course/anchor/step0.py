@@ -11,10 +11,11 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..._validate import require_int_scalar
 from ...loss import causal_lm_loss
 from ...train.devices import cpu_threads
 from ..checks import Case, check
-from ..toys import forward_without_causal_mask, toy_gpt
+from ..toys import fit, forward_without_causal_mask, toy_gpt
 from .lesson import predict_from_logits
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "predict_with_repeats",
     "step0_losses",
     "repeat_first_loss",
+    "losses_after_training",
     "check_predict_with_repeats",
 ]
 
@@ -94,9 +96,57 @@ def step0_losses(vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> di
             "attention sees the future (no causal mask)": float(
                 causal_lm_loss(forward_without_causal_mask(tied, x[:, : L + 1]), x[:, : L + 1])
             ),
-            "target = own input, tied (nanoGPT's leak)": ce(z, x[:, :L]),
+            "target = own input, tied (no shift)": ce(z, x[:, :L]),
             "honest, on text repeating its token half the time": float(causal_lm_loss(tied(rep), rep)),
         }
+
+
+def _pipelines(L: int) -> dict:
+    """name -> (tied?, loss(model, x)) for a batch ``x`` of random tokens, shape (N, L + 2)."""
+
+    def ce(logits, targets):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return {
+        "honest (target = next token)": (True, lambda m, x: ce(m(x[:, :L]), x[:, 1 : L + 1])),
+        "shift by 2 (target = token t+2)": (True, lambda m, x: ce(m(x[:, :L]), x[:, 2 : L + 2])),
+        "target = previous token": (True, lambda m, x: ce(m(x[:, :L])[:, 1:], x[:, : L - 1])),
+        "target = own input, untied output matrix": (False, lambda m, x: ce(m(x[:, :L]), x[:, :L])),
+        "attention sees the future (no causal mask)": (
+            True,
+            lambda m, x: causal_lm_loss(forward_without_causal_mask(m, x[:, : L + 1]), x[:, : L + 1]),
+        ),
+        "target = own input, tied (no shift)": (True, lambda m, x: ce(m(x[:, :L]), x[:, :L])),
+    }
+
+
+def losses_after_training(steps: int = 60, vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> dict:
+    """Each pipeline of :func:`step0_losses` (random tokens) trained for ``steps`` AdamW steps,
+    a fresh batch of 16 rows of 32 tokens each step, then scored on a held-out batch: {name:
+    loss} and "ln V". On random tokens nothing is learnable, so a pipeline whose loss falls below
+    ln V reads its target from its input; one that stays there does not."""
+    require_int_scalar("steps", steps, min=1)
+    require_int_scalar("vocab_size", vocab_size, min=2)
+    require_int_scalar("n_embd", n_embd, min=1)
+    V, L = vocab_size, 32
+
+    def batch(k: int) -> torch.Tensor:
+        return torch.randint(V, (16, L + 2), generator=torch.Generator().manual_seed(seed * 100_003 + k))
+
+    held_out = batch(-1)
+    out = {"ln V": math.log(V)}
+    for name, (tied, loss) in _pipelines(L).items():
+        model = toy_gpt(V, block_size=L + 2, n_embd=n_embd, seed=seed)
+        if not tied:
+            model.lm_head = torch.nn.Linear(n_embd, V, bias=False)
+            torch.nn.init.normal_(
+                model.lm_head.weight, std=0.02, generator=torch.Generator().manual_seed(seed)
+            )
+        fit(model, batch, steps=steps, lr=1e-2, loss_fn=loss)
+        model.eval()
+        with torch.no_grad(), cpu_threads(1):
+            out[name] = float(loss(model, held_out))
+    return out
 
 
 @torch.no_grad()
