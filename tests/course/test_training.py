@@ -372,3 +372,27 @@ def test_word_share():
     assert T.word_share("The return value, the value!", vocab) == pytest.approx(4 / 5)  # "The" != "the"
     assert T.word_share("xq zzv the", vocab) == pytest.approx(1 / 3)
     assert math.isnan(T.word_share("1 + 2 ;", vocab))
+
+
+def test_repeated_ngram_share_against_a_count_by_hand():
+    assert E.repeated_ngram_share([1, 2, 3, 4, 5, 6], 2) == 0.0  # nothing repeats
+    # "abab ab": bigrams ab ba ab ba ab -> 3 of 5 already seen
+    assert E.repeated_ngram_share(torch.tensor([0, 1, 0, 1, 0, 1]), 2) == 3 / 5
+    assert E.repeated_ngram_share(np.full(10, 7), 4) == 6 / 7  # a loop: all but the first
+    rows = torch.tensor([[1, 2, 3, 4, 5], [1, 1, 1, 1, 1]])
+    assert E.repeated_ngram_share(rows, 2) == (0 / 4 + 3 / 4) / 2  # a mean over rows
+    rng = np.random.default_rng(0)
+    text = rng.integers(0, 3, size=200)
+    naive = (
+        sum(any(tuple(text[j : j + 3]) == tuple(text[i : i + 3]) for j in range(i)) for i in range(198)) / 198
+    )
+    assert abs(E.repeated_ngram_share(text, 3) - naive) < 1e-12
+
+
+def test_repeated_ngram_share_checks_its_arguments():
+    for bad_n in (0, 2.0, True):
+        with pytest.raises((TypeError, ValueError), match="n"):
+            E.repeated_ngram_share([1, 2, 3], bad_n)
+    for bad in ([1, 2], [[1.5, 2.0, 3.0]], np.zeros((2, 2, 5), dtype=int)):
+        with pytest.raises(ValueError, match="ids"):
+            E.repeated_ngram_share(bad, 3)

@@ -3,7 +3,10 @@
 
 - :func:`single_mistake_effect`: the extra loss on real text after one wrong input character;
 - :func:`free_running_loss`: the loss, position by position, on the model's own continuation of
-  real prompts, against the same model's loss on the real continuation (the baseline).
+  real prompts, against the same model's loss on the real continuation (the baseline);
+- :func:`repeated_ngram_share`: a statistic the model does not score itself, how often a text
+  repeats its own n-grams, against real text (the model's own loss on its own draws is its own
+  uncertainty along its own path, and falls when it loops).
 
 Their plots: :mod:`lmcore.course.training.exposure_views`.
 """
@@ -13,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..._validate import require_int_scalar
 from ...loss import causal_lm_loss
 from ...sample import generate
 
-__all__ = ["single_mistake_effect", "free_running_loss", "growth"]
+__all__ = ["single_mistake_effect", "free_running_loss", "growth", "repeated_ngram_share"]
 
 
 @torch.no_grad()
@@ -86,3 +90,28 @@ def growth(curve, first: int = 8, last: int = 16) -> float:
             f"curve must be 1-D with at least {max(first, last)} entries; got shape {curve.shape}."
         )
     return float(curve[-last:].mean() - curve[:first].mean())
+
+
+def repeated_ngram_share(ids, n: int = 4) -> float:
+    """The share of each row's n-grams (n consecutive tokens) that already occurred earlier in the
+    same row, averaged over rows: about 0 for text that never repeats itself, near 1 for a loop.
+
+    ``ids``: a tensor or array of token ids, (L,) for one row or (N, L) for N rows, L >= n.
+    """
+    require_int_scalar("n", n, min=1)
+    rows = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids)
+    if rows.ndim == 1:
+        rows = rows[None]
+    if rows.ndim != 2 or rows.shape[1] < n or not np.issubdtype(rows.dtype, np.integer):
+        raise ValueError(
+            f"ids must be integer token ids of shape (L,) or (N, L) with L >= n = {n}; got {rows.shape}."
+        )
+    shares = []
+    for row in rows.tolist():
+        seen, repeats = set(), 0
+        for i in range(len(row) - n + 1):
+            gram = tuple(row[i : i + n])
+            repeats += gram in seen
+            seen.add(gram)
+        shares.append(repeats / (len(row) - n + 1))
+    return float(np.mean(shares))
