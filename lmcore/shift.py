@@ -166,8 +166,10 @@ def _packing_inputs(documents, block_size, eos_id, pad_id):
     pad_id = require_int_scalar("pad_id", pad_id, min=0, max=INT64_MAX, hint="(a token id)")
     if eos_id == pad_id:
         raise ValueError(
-            f"pad_id must differ from eos_id (both are {eos_id}): if padding looks "
-            "like EOS, the model cannot learn when to stop. Use a dedicated PAD id."
+            f"pad_id must differ from eos_id (both are {eos_id}): the packed rows would still be "
+            "labelled right (padding is marked by document id -1), but any later step that finds "
+            "padding by its id would then drop the real EOS too, and the model would not learn to "
+            "stop (notebook 05). Use a dedicated PAD id."
         )
     return require_documents("documents", documents), block_size, eos_id, pad_id
 
