@@ -6,7 +6,8 @@ left-padded rows, changed future tokens) and reads back values and gradients: wh
 move the loss's value, which get a gradient and with what weight, and which target id each
 gradient pushes up. Each failing row names the classes of cause that produce it, most likely
 first, and how to declare an intended choice (``label_smoothing``, ``z_loss``, ``aux_loss``,
-``unscored`` for completion-only masking, ``num_items_ratio`` for a global denominator,
+``unscored`` for completion-only masking, with ``response_template`` the ids every probe row
+then carries so that it has a response to score, ``num_items_ratio`` for a global denominator,
 ``pretrained``, ``left_padding=False`` for a pipeline that never left-pads, ``model``).
 
 A signature (the set of failing rows) names a *class* of bug, not one bug. Tested signatures
@@ -27,7 +28,8 @@ A signature (the set of failing rows) names a *class* of bug, not one bug. Teste
 - zero_logits: a denominator that counts tokens instead of targets, or a global num_items not
   declared (num_items_ratio=); these two share the signature, the detail names the count;
 - all_scored: positions not scored: intended prompt masking not declared (unscored=), real
-  tokens masked by id, or a declared prompt mask that is off by one;
+  tokens masked by id; with unscored= declared, a loss whose prompt mask disagrees with the
+  declaration (by one position at the template: the detail says so; tests/test_diagnose_templates.py);
 - all_scored, equal_weights: positions whose logits are detached (value moves, zero gradient);
 - equal_weights: per-row or per-micro-batch means averaged, or per-class weights;
 - padding_unscored: padding scored (PAD -> PAD), or the off-by-one of masking the input side

@@ -25,9 +25,41 @@ def _where(mask: torch.Tensor) -> list:
     return sorted({int(t) for t in mask.nonzero()[:, 1]})
 
 
-def check_coverage(moved, weight, want):
+def _off_by_one(where: torch.Tensor, want: torch.Tensor, step: int) -> bool:
+    """Every position in ``where`` sits next to the declared boundary: its neighbour at
+    ``t + step`` disagrees with it in ``want`` (the first target after a declared prompt, step -1,
+    or the last declared-unscored position before the response, step +1)."""
+    n, t = where.nonzero().unbind(1)
+    ok = (t + step >= 0) & (t + step < want.shape[1])
+    return bool(ok.all()) and bool((want[n, t + step] != want[n, t]).all())
+
+
+def _declared_missing(missing, want, where):
+    """all_scored's failure when unscored= was declared and the loss masks more than it says."""
+    edge = _off_by_one(missing, want, -1)
+    return (
+        False,
+        f"positions {where} are not scored, though the declared unscored= says their targets "
+        "are: the loss masks more than the declaration. "
+        + (
+            "Each is the first target after the declared prompt, so the loss's prompt mask "
+            "and the declaration disagree by one position: the loss masks the first response "
+            "token (the mask applied after the shift, or ending one token late). Fix the "
+            "loss (mask labels up to and including the last template token, then shift) or, "
+            "if the loss is right, the declaration"
+            if edge
+            else "Likely causes: real tokens masked by id (they share an id with a special "
+            "token); a loss that keeps only some positions; a declaration that does not "
+            "describe the loss's mask"
+        ),
+    )
+
+
+def check_coverage(moved, weight, want, declared: bool = False):
     """On full rows: the last position is unscored, every position ``want`` marks is scored (its
-    value moves the loss and it gets a gradient), no position declared unscored is scored."""
+    value moves the loss and it gets a gradient), no position declared unscored is scored.
+    ``declared``: an ``unscored=`` was given, so a disagreement is the declaration's or the
+    loss's, never a mask to declare."""
     L = moved.shape[1]
     grad = gets_grad(weight)
     last = (
@@ -46,6 +78,8 @@ def check_coverage(moved, weight, want):
     n_want = int(want[0].sum())
     if bool(missing.any()):
         where = _where(missing)
+        if declared and where != [L - 2]:
+            return last, _declared_missing(missing, want, where)
         causes = (
             "a double shift drops the last target (see alignment); "
             if where == [L - 2]
@@ -70,8 +104,15 @@ def check_coverage(moved, weight, want):
         every = (
             False,
             f"positions {_where(extra)} are scored, though the unscored= declaration says their "
-            "targets are not: the prompt mask is off by one (applied before the shift, or to the "
-            "inputs) or the declaration does not match the loss",
+            "targets are not: "
+            + (
+                "each is the last position before the declared response, so the loss's prompt mask "
+                "and the declaration disagree by one position (the mask applied before the shift, "
+                "to the inputs, or ending one token early)"
+                if _off_by_one(extra, want, 1)
+                else "the prompt mask is off (applied before the shift, or to the inputs) or the "
+                "declaration does not match the loss"
+            ),
         )
     else:
         every = (
@@ -148,12 +189,22 @@ def check_padding_unscored(moved, weight, targets, ids, mask, pad_id):
     )
 
 
-def check_eos_scored(targets, mask, ids, eos_id):
+def check_eos_scored(targets, mask, ids, eos_id, want=None):
     """Each right-padded row ends with EOS; some real position must have EOS as its target (read
-    from the gradient, so a target scored from the wrong position still counts: see alignment)."""
+    from the gradient, so a target scored from the wrong position still counts: see alignment).
+    ``want`` (the positions a correct loss scores): rows whose EOS is declared unscored (a row
+    without a response under completion-only training) are not expected to score it."""
     if eos_id is None:
         return None, "skipped: pass eos_id= to check that the EOS target of each row is scored"
-    rows = [n for n in range(len(ids)) if bool(((ids[n] == eos_id) & (mask[n] == 1)).any())]
+    is_eos = (ids == eos_id) & (mask == 1)
+    expected = torch.zeros_like(is_eos)
+    expected[:, :-1] = is_eos[:, 1:] & (want[:, :-1] if want is not None else True)
+    rows = [n for n in range(len(ids)) if bool(expected[n].any())]
+    if not rows:
+        return None, (
+            "skipped: the declared unscored= masks the EOS of every probe row; pass "
+            "response_template= (its token ids) so the probe rows carry a response"
+        )
     missing = [n for n in rows if not bool(((targets[n] == eos_id) & (mask[n] == 1)).any())]
     if not missing:
         return True, f"the EOS (id {eos_id}) that ends each row is a target of the loss"

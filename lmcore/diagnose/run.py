@@ -29,6 +29,7 @@ from .model_checks import (
 )
 from .probes import NotFinite, expected_scored, gradient_reading, moves_value, place, ragged_batch
 from .report import CHECK_NAMES, CheckRow, DiagnosisReport
+from .templates import validate_template, with_template
 
 __all__ = ["run_checks"]
 
@@ -49,6 +50,7 @@ def run_checks(
     pretrained: bool = False,
     left_padding: bool = True,
     unscored: Callable | None = None,
+    response_template=None,
     num_items_ratio: float = 1.0,
     model=None,
     device="cpu",
@@ -73,7 +75,14 @@ def run_checks(
     ``aux_loss=True`` (another term of unknown size) skips the loss-value rows;
     ``pretrained=True`` skips first_loss, which otherwise expects ln V within
     ``first_loss_tol * ln V``; ``left_padding=False`` (the pipeline never left-pads) skips the
-    left-padding rows.
+    left-padding rows and every probe of left-padded rows (finite_logits reads right-padded and
+    full rows only).
+
+    ``response_template`` (a sequence of real token ids, e.g. the tokenised "### Answer:" or an
+    assistant header): every loss probe row, and the first-loss row, carries it at positions
+    1 .. k, so a prompt/response pipeline has a response to score (the mainstream SFT convention
+    masks a row with no template entirely). Probe ids never use the template's ids elsewhere.
+    Without it, when ``unscored`` masks every target of a probe row, alignment is skipped.
     """
     s = _settings(**locals())  # every argument, by name
     module = module_of(forward, model)
@@ -104,6 +113,7 @@ class _Settings:
     pretrained: bool
     left_padding: bool
     unscored: Callable | None
+    template: tuple
 
     def loss_terms(self) -> dict:
         """The declared terms the loss-value checks expect (label smoothing, z-loss, another term)."""
@@ -136,12 +146,26 @@ def _settings(forward, loss_fn, **kw) -> _Settings:
             "unscored must be None or a callable (input_ids, attention_mask) -> bool (N, L), True "
             f"at tokens that are not targets on purpose; got {type(unscored).__name__}."
         )
-    return _Settings(V, L, pad_id, eos_id, seed, tol, smoothing, z_coef, ratio, **flags, unscored=unscored)
+    template = validate_template(kw["response_template"], V, L, pad_id, eos_id)
+    return _Settings(
+        V,
+        L,
+        pad_id,
+        eos_id,
+        seed,
+        tol,
+        smoothing,
+        z_coef,
+        ratio,
+        **flags,
+        unscored=unscored,
+        template=template,
+    )
 
 
 def _real_ids(s: _Settings) -> torch.Tensor:
-    """The ids a real token may take: every id but pad_id and eos_id."""
-    return torch.tensor([i for i in range(s.V) if i not in (s.pad_id, s.eos_id)])
+    """The ids a real token may take: every id but pad_id, eos_id and the response template's."""
+    return torch.tensor([i for i in range(s.V) if i not in (s.pad_id, s.eos_id, *s.template)])
 
 
 def _drawer(real: torch.Tensor, gen: torch.Generator, device) -> Callable:
@@ -159,14 +183,18 @@ def _probes(s: _Settings, real: torch.Tensor, draw: Callable, device) -> dict:
     (right- and left-padded batches, (input_ids, attention_mask))."""
     L = s.L
     start = int((real >= 10).nonzero()[0]) if int(real[-1]) >= 10 else 0
+    ragged, ragged_mask = ragged_batch(s.V, L, pad_id=s.pad_id, eos_id=s.eos_id, seed=s.seed)
+    special = (ragged == s.pad_id) | (ragged == s.eos_id) | (ragged_mask == 0)
+    ragged = torch.where(special, ragged, with_template(ragged, s.template, real))
     return dict(
         full=torch.ones(2, L, dtype=torch.long, device=device),
-        increasing=real[(start + torch.arange(L)[None] + torch.tensor([[0], [3]])) % len(real)].to(device),
-        ids=draw(2, L),
-        ragged=tuple(
-            t.to(device) for t in ragged_batch(s.V, L, pad_id=s.pad_id, eos_id=s.eos_id, seed=s.seed)
-        ),
+        increasing=with_template(
+            real[(start + torch.arange(L)[None] + torch.tensor([[0], [3]])) % len(real)], s.template, real
+        ).to(device),
+        ids=with_template(draw(2, L), s.template, real),
+        ragged=(ragged.to(device), ragged_mask.to(device)),
         left=tuple(t.to(device) for t in ragged_batch(s.V, L, pad_id=s.pad_id, seed=s.seed, left=True)),
+        real=real,
     )
 
 
@@ -216,30 +244,67 @@ def _guard(results):
     return guarded
 
 
+UNREADABLE = (
+    None,
+    "skipped: the declared unscored= masks every target of this row's probe (a prompt/response "
+    "pipeline whose probe rows hold no response); pass response_template= (its token ids) so the "
+    "probe rows carry one",
+)
+
+
 def _loss_rows(loss_fn, probes, gen, s: _Settings) -> dict:
     """The rows that call loss_fn alone, with hand-made logits: {name: (passed, detail)}. They run
     in this order, which is the order they draw from ``gen``."""
     full, ids, (ragged, ragged_mask) = probes["full"], probes["ids"], probes["ragged"]
     results = {"finite_loss": _finite_loss_row(loss_fn, probes, gen, s.V)}
     guarded = _guard(results)
-    results["alignment"] = guarded(check_alignment, loss_fn, probes["increasing"], full, s.V)
-    results["perfect_logits"] = guarded(
-        check_perfect, loss_fn, ids, full, s.V, **s.loss_terms(), ratio=s.ratio
+    readable = lambda ids, mask: bool(expected_scored(ids, mask, s.unscored).any())  # noqa: E731
+    results["alignment"] = (
+        guarded(check_alignment, loss_fn, probes["increasing"], full, s.V)
+        if readable(probes["increasing"], full)
+        else UNREADABLE
+    )
+    full_ok, ragged_ok = readable(ids, full), readable(ragged, ragged_mask)
+    if not results["finite_loss"][0] and not (full_ok and ragged_ok):
+        results["finite_loss"] = (False, results["finite_loss"][1] + "; " + UNREADABLE[1][9:])
+    results["perfect_logits"] = (
+        guarded(check_perfect, loss_fn, ids, full, s.V, **s.loss_terms(), ratio=s.ratio)
+        if full_ok
+        else UNREADABLE
     )
     want = expected_scored(ragged, ragged_mask, s.unscored)
     zero_terms = dict(z_loss=s.z_loss, aux_loss=s.aux_loss, ratio=s.ratio)
-    results["zero_logits"] = guarded(check_zero, loss_fn, ragged, ragged_mask, s.V, want, **zero_terms)
+    results["zero_logits"] = (
+        guarded(check_zero, loss_fn, ragged, ragged_mask, s.V, want, **zero_terms)
+        if ragged_ok
+        else UNREADABLE
+    )
     read = _read_ragged(loss_fn, probes, gen, s, finite=bool(results["finite_loss"][0]))
     weight, targets, moved, with_moved = read.weight, read.targets, read.moved, _with_moved(guarded, read)
-    results["logit_scale"] = with_moved(
-        check_logit_scale, loss_fn, ragged, ragged_mask, s.V, weight, targets, moved, gen, **s.loss_terms()
+    results["logit_scale"] = (
+        with_moved(
+            check_logit_scale,
+            loss_fn,
+            ragged,
+            ragged_mask,
+            s.V,
+            weight,
+            targets,
+            moved,
+            gen,
+            **s.loss_terms(),
+        )
+        if ragged_ok
+        else UNREADABLE
     )
     results["last_unscored"], results["all_scored"] = _coverage_rows(guarded, loss_fn, probes, gen, s)
-    results["equal_weights"] = with_moved(lambda: check_equal_weights(weight, moved, want))
+    results["equal_weights"] = (
+        with_moved(lambda: check_equal_weights(weight, moved, want)) if ragged_ok else UNREADABLE
+    )
     results["padding_unscored"] = with_moved(
         lambda: check_padding_unscored(moved, weight, targets, ragged, ragged_mask, s.pad_id)
     )
-    results["eos_scored"] = guarded(check_eos_scored, targets, ragged_mask, ragged, s.eos_id)
+    results["eos_scored"] = guarded(check_eos_scored, targets, ragged_mask, ragged, s.eos_id, want)
     return results
 
 
@@ -305,6 +370,7 @@ def _coverage_rows(guarded, loss_fn, probes, gen, s: _Settings) -> tuple:
             moves_value(loss_fn, ids, full, s.V, gen),
             gradient_reading(loss_fn, ids, full, s.V, s.smoothing)[0],
             expected_scored(ids, full, s.unscored),
+            declared=s.unscored is not None,
         )
     )
     return coverage if isinstance(coverage[0], tuple) else (coverage, coverage)
@@ -315,8 +381,11 @@ def _model_rows(results, raw, loss_fn, probes, draw, module, s: _Settings):
     loss (None when that row did not run). Every row is skipped when the logits are not finite."""
     full, (left, left_mask) = probes["full"], probes["left"]
     L = full.shape[1]
+    ragged, ragged_mask = probes["ragged"]
     results["finite_logits"] = check_finite_logits(
-        raw, [("random ids", draw(2, L), full), ("left-padded rows", left, left_mask)]
+        raw,
+        [("random ids", draw(2, L), full), ("right-padded rows", ragged, ragged_mask)]
+        + [("left-padded rows", left, left_mask)] * s.left_padding,
     )
     if not results["finite_logits"][0]:
         skip = (None, "skipped: the logits are not finite at real tokens (see finite_logits)")
@@ -337,8 +406,22 @@ def _model_rows(results, raw, loss_fn, probes, draw, module, s: _Settings):
     results["future"] = model_row(check_future, call, draw(2, L), full, draw, module is not None)
     results["padding_unread"] = model_row(check_padding_unread, call, left, left_mask, draw, on)
     results["left_padding"] = model_row(check_left_padding, call, left, left_mask, on)
-    first = model_row(
-        _guard(results), check_first_loss, call, loss_fn, draw(2, L), full, s.V, s.tol, s.pretrained, s.ratio
+    first_ids = with_template(draw(2, L), s.template, probes["real"])
+    first = (
+        model_row(
+            _guard(results),
+            check_first_loss,
+            call,
+            loss_fn,
+            first_ids,
+            full,
+            s.V,
+            s.tol,
+            s.pretrained,
+            s.ratio,
+        )
+        if bool(expected_scored(first_ids, full, s.unscored).any())
+        else UNREADABLE
     )
     results["first_loss"] = first[:2]
     return first[2] if len(first) == 3 else None
