@@ -44,23 +44,42 @@ A signature (the set of failing rows) names a *class* of bug, not one bug. Teste
 - left_padding: left padding without position reset;
 - first_loss: initial logits too large (far above ln V), or a leak / a trained start (below).
 
-Blind spots: packed documents under a plain causal mask (the probes have no document
-boundaries), what an aux_loss=True term does, and with PAD = EOS the last real token scored
-against the PAD after it (it looks like EOS -> EOS).
+Packed pipelines (``packing=Packing(...)``: :mod:`~lmcore.diagnose.packing`, tested in
+tests/test_diagnose_packing.py) add four rows:
+
+- packed_isolation: attention crosses documents (only a causal mask; position ids reset per
+  document without a block-diagonal mask);
+- packed_with_mask: the block-diagonal mask dropped when an all-ones 2-D attention mask is also
+  passed (it isolates without one);
+- packed_positions: positions that do not restart at a document where positions="restart";
+- packed_boundary: a boundary target scored against the declared policy (drop, keep, bos).
+
+Blind spots: what an aux_loss=True term does; with PAD = EOS the last real token scored against
+the PAD after it (it looks like EOS -> EOS); a template-masked pipeline whose template the probes
+do not carry (without response_template= the rows whose probe has no declared target are
+skipped, not read); packed rows read through doc_ids only, so a pipeline that finds documents by
+itself (from EOS or BOS ids in the row) is checked by its forward's behaviour on doc_ids it
+ignores (packed_isolation then fails: pass doc_ids through, or read this row with care); the
+packed loss rows read no padding inside a packed row.
 
 The package: :mod:`~lmcore.diagnose.run` composes the checks into ``run_checks``; the check
 families are :mod:`~lmcore.diagnose.loss_checks` (the loss's value),
 :mod:`~lmcore.diagnose.mask_checks` (which targets are scored, with what weight) and
-:mod:`~lmcore.diagnose.model_checks` (the model); the probe inputs and readings live in
-:mod:`~lmcore.diagnose.probes`, the report in :mod:`~lmcore.diagnose.report`.
+:mod:`~lmcore.diagnose.model_checks` (the model), :mod:`~lmcore.diagnose.packing` (the packing
+declaration and its rows); the probe inputs and readings live in :mod:`~lmcore.diagnose.probes`
+(:mod:`~lmcore.diagnose.templates`: the response template in them), the report in
+:mod:`~lmcore.diagnose.report`.
 """
 
+from .packing import PACKED_NAMES, Packing
 from .probes import gradient_reading, ragged_batch, token_weights
 from .report import CHECK_NAMES, CheckRow, DiagnosisReport
 from .run import run_checks
 
 __all__ = [
     "CHECK_NAMES",
+    "PACKED_NAMES",
+    "Packing",
     "CheckRow",
     "DiagnosisReport",
     "run_checks",

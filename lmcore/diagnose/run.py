@@ -27,6 +27,7 @@ from .model_checks import (
     module_of,
     real_logits,
 )
+from .packing import PACKED_NAMES, Packing, check_packed_rows
 from .probes import NotFinite, expected_scored, gradient_reading, moves_value, place, ragged_batch
 from .report import CHECK_NAMES, CheckRow, DiagnosisReport
 from .templates import validate_template, with_template
@@ -51,6 +52,7 @@ def run_checks(
     left_padding: bool = True,
     unscored: Callable | None = None,
     response_template=None,
+    packing: Packing | None = None,
     num_items_ratio: float = 1.0,
     model=None,
     device="cpu",
@@ -83,6 +85,12 @@ def run_checks(
     1 .. k, so a prompt/response pipeline has a response to score (the mainstream SFT convention
     masks a row with no template entirely). Probe ids never use the template's ids elsewhere.
     Without it, when ``unscored`` masks every target of a probe row, alignment is skipped.
+
+    ``packing`` (a :class:`~lmcore.diagnose.packing.Packing`) declares a pipeline that packs
+    documents into rows: four more rows (packed_isolation, packed_with_mask, packed_positions,
+    packed_boundary) call ``forward(input_ids, attention_mask, doc_ids)`` and ``loss_fn(logits,
+    input_ids, attention_mask, doc_ids)`` on rows of several documents (see
+    :mod:`lmcore.diagnose.packing` for the protocol and the boundary policies).
     """
     s = _settings(**locals())  # every argument, by name
     module = module_of(forward, model)
@@ -93,7 +101,20 @@ def run_checks(
     model_draw = _drawer(real, torch.Generator().manual_seed(s.seed + 1), device)  # the model rows' own draws
     with eval_mode(module):
         first = _model_rows(results, _checked_forward(forward, s.V), loss_fn, probes, model_draw, module, s)
+        if s.packing is not None:
+            results.update(_packed_rows(forward, loss_fn, s, model_draw, gen, device))
     return _report(results, first)
+
+
+def _packed_rows(forward, loss_fn, s: _Settings, draw, gen, device) -> dict:
+    """The packed rows, each failed (not raised) by a non-finite loss or logits."""
+    raw = _checked_forward(forward, s.V)
+    try:
+        return check_packed_rows(
+            lambda ids, mask, doc: raw(ids, mask, doc), loss_fn, s.packing, s.L, s.V, draw, gen, device
+        )
+    except (NotFinite, NotFiniteLogits) as err:
+        return {n: (False, f"{err} on the packed rows: not finite") for n in PACKED_NAMES}
 
 
 @dataclass(frozen=True)
@@ -114,6 +135,7 @@ class _Settings:
     left_padding: bool
     unscored: Callable | None
     template: tuple
+    packing: Packing | None
 
     def loss_terms(self) -> dict:
         """The declared terms the loss-value checks expect (label smoothing, z-loss, another term)."""
@@ -147,6 +169,16 @@ def _settings(forward, loss_fn, **kw) -> _Settings:
             f"at tokens that are not targets on purpose; got {type(unscored).__name__}."
         )
     template = validate_template(kw["response_template"], V, L, pad_id, eos_id)
+    packing = kw["packing"]
+    if packing is not None and not isinstance(packing, Packing):
+        raise TypeError(
+            "packing must be None or lmcore.diagnose.Packing(boundary=..., bos_id=..., positions=...); "
+            f"got {type(packing).__name__}."
+        )
+    if packing is not None and packing.bos_id is not None:
+        bos = require_int_scalar("packing.bos_id", packing.bos_id, min=0, max=V - 1)
+        if bos in (pad_id, eos_id, *template):
+            raise ValueError(f"packing.bos_id must differ from pad_id, eos_id and the template; got {bos}.")
     return _Settings(
         V,
         L,
@@ -160,12 +192,14 @@ def _settings(forward, loss_fn, **kw) -> _Settings:
         **flags,
         unscored=unscored,
         template=template,
+        packing=packing,
     )
 
 
 def _real_ids(s: _Settings) -> torch.Tensor:
     """The ids a real token may take: every id but pad_id, eos_id and the response template's."""
-    return torch.tensor([i for i in range(s.V) if i not in (s.pad_id, s.eos_id, *s.template)])
+    bos = (s.packing.bos_id,) if s.packing is not None else ()
+    return torch.tensor([i for i in range(s.V) if i not in (s.pad_id, s.eos_id, *s.template, *bos)])
 
 
 def _drawer(real: torch.Tensor, gen: torch.Generator, device) -> Callable:
@@ -201,9 +235,9 @@ def _probes(s: _Settings, real: torch.Tensor, draw: Callable, device) -> dict:
 def _checked_forward(forward: Callable, V: int) -> Callable:
     """``forward`` without gradients, its output checked to be logits (N, L, V)."""
 
-    def raw(ids, mask):
+    def raw(ids, mask, *doc):
         with torch.no_grad():
-            logits = forward(ids, mask)
+            logits = forward(ids, mask, *doc)
         if tuple(getattr(logits, "shape", ())) != (*ids.shape, V):
             raise ValueError(
                 f"forward must return logits (N, L, V) = {(*ids.shape, V)}; got "
@@ -225,7 +259,8 @@ def _report(results: dict, first_loss: float | None) -> DiagnosisReport:
                 results[n][0] is None,
                 first_loss if n == "first_loss" else None,
             )
-            for n in CHECK_NAMES
+            for n in (*CHECK_NAMES, *PACKED_NAMES)
+            if n in results
         )
     )
 
