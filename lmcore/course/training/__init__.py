@@ -15,9 +15,21 @@
 - ``exposure``: exposure bias measured.
 - ``exposure_views``: the plots of the exposure-bias measurements of
   :mod:`lmcore.course.training.exposure`.
+- ``lr_sweep``: one small model trained at several constant learning rates (too small crawls,
+  too large diverges), and its plot.
 
 The notebook imports these modules (``from lmcore.course.training import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "dynamics", "exercises", "reference", "run", "views", "exposure", "exposure_views"]
+__all__ = [
+    "lesson",
+    "dynamics",
+    "exercises",
+    "reference",
+    "run",
+    "views",
+    "exposure",
+    "exposure_views",
+    "lr_sweep",
+]

@@ -1,0 +1,83 @@
+"""Notebook 08, section 4: how large a learning rate? The same small GPT trained at several
+constant learning rates on the course's character corpus, side by side: too small crawls, too
+large diverges, and the useful rates lie in a band between. Its plot: :func:`plot_lr_sweep`.
+
+The model is small on purpose (one layer, 32 wide, a context of 32 characters, batches of 8) so
+that a sweep costs seconds; the band it finds is this model's, not the preset's (a wider, deeper
+model is usually trained at a smaller rate).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ..._validate import require_int_scalar, require_real
+from ...loss import causal_lm_loss
+from ...train.devices import cpu_threads
+from ..style import COLORS, new_figure
+from ..toys import fit, toy_gpt
+from .run import eval_windows
+
+__all__ = ["lr_sweep", "plot_lr_sweep"]
+
+_BLOCK, _BATCH, _WIDTH = 32, 8, 32
+
+
+def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n_val: int = 64) -> dict:
+    """Train one fresh GPT (``toy_gpt``: 1 layer, width 32, context 32, seeded by ``seed``) per
+    learning rate in ``lrs`` for ``steps`` AdamW steps at that constant rate, on the same batches
+    of ``corpus``'s training split (8 rows of 32 characters, drawn from a generator seeded by
+    ``seed``). Returns ``{"lrs", "curves": {lr: training losses}, "val": {lr: held-out loss on
+    n_val validation windows}, "ln_v"}``; a run whose loss became non-finite keeps its curve up to
+    there and scores ``inf``."""
+    if isinstance(lrs, (str, bytes)) or not isinstance(lrs, Sequence) or not lrs:
+        raise TypeError(f"lrs must be a non-empty sequence of learning rates; got {lrs!r}.")
+    lrs = [require_real("lrs", lr, min=0.0, min_inclusive=False, hint="(a learning rate)") for lr in lrs]
+    require_int_scalar("steps", steps, min=1)
+    require_int_scalar("seed", seed, min=0)
+    require_int_scalar("n_val", n_val, min=1)
+    V = corpus.vocab_size
+    val = eval_windows(corpus, n_val, _BLOCK)
+    curves, scores = {}, {}
+    for lr in lrs:
+        model = toy_gpt(V, block_size=_BLOCK, n_layer=1, n_head=2, n_embd=_WIDTH, seed=seed)
+        data = torch.Generator().manual_seed(seed)
+        batch = lambda step, data=data: corpus.batch("train", _BATCH, _BLOCK, generator=data)["input_ids"]
+        curves[lr] = fit(model, batch, steps=steps, lr=lr)
+        with torch.no_grad(), cpu_threads(1):
+            model.eval()
+            loss = float(causal_lm_loss(model(val), val))
+        scores[lr] = loss if math.isfinite(loss) and all(map(math.isfinite, curves[lr])) else math.inf
+    return {"lrs": lrs, "curves": curves, "val": scores, "ln_v": math.log(V)}
+
+
+def plot_lr_sweep(sweep: dict, *, smooth: int = 10, title: str = "One model, several learning rates"):
+    """Each learning rate's training loss (a running mean of ``smooth`` steps), ln V dotted; the
+    y axis stops a nat above ln V, so a diverging run leaves the top of the plot."""
+    require_int_scalar("smooth", smooth, min=1)
+    import matplotlib.pyplot as plt
+
+    fig, ax = new_figure(width=7.0, height=3.8)
+    cmap = plt.get_cmap("viridis")
+    for k, lr in enumerate(sweep["lrs"]):
+        curve = np.asarray(sweep["curves"][lr], dtype=float)
+        w = min(smooth, len(curve))
+        kernel = np.ones(w) / w
+        shown = np.convolve(curve, kernel, mode="valid")
+        ax.plot(
+            np.arange(w - 1, len(curve)),
+            shown,
+            color=cmap(k / max(1, len(sweep["lrs"]) - 1)),
+            label=f"lr {lr:g}",
+        )
+    ax.axhline(sweep["ln_v"], color=COLORS["anchor"], linestyle=":", label="ln V")
+    ax.set_ylim(top=sweep["ln_v"] + 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    return fig

@@ -1,0 +1,59 @@
+"""Notebook 08's learning-rate sweep: the runs it reports are the runs it trained, and the
+band it shows (crawl, best, diverge) holds on two seeds."""
+
+import math
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from lmcore.course.toys import fit, toy_gpt  # noqa: E402
+from lmcore.course.training.lr_sweep import lr_sweep, plot_lr_sweep  # noqa: E402
+from lmcore.data import load_corpus  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus("python-docs")
+
+
+def test_each_curve_is_a_plain_fit_of_the_same_model_on_the_same_batches(corpus):
+    s = lr_sweep(corpus, [3e-3], steps=6, seed=2, n_val=4)
+    model = toy_gpt(corpus.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=32, seed=2)
+    g = torch.Generator().manual_seed(2)
+    again = fit(model, lambda step: corpus.batch("train", 8, 32, generator=g)["input_ids"], steps=6, lr=3e-3)
+    assert s["curves"][3e-3] == again
+    assert s["ln_v"] == math.log(corpus.vocab_size) and s["lrs"] == [3e-3]
+
+
+@pytest.mark.slow
+def test_too_small_crawls_too_large_diverges_on_two_seeds(corpus):
+    for seed in (0, 1):
+        s = lr_sweep(corpus, [1e-4, 3e-3, 1.0], seed=seed)
+        assert s["val"][1e-4] > s["val"][3e-3] + 0.8, s["val"]  # crawls
+        assert s["curves"][1.0][-1] > s["ln_v"], s["curves"][1.0][-5:]  # diverges above ln V
+        assert s["val"][3e-3] < s["ln_v"] - 1.5
+
+
+def test_lr_sweep_checks_its_arguments(corpus):
+    for bad in ([], "0.1", 0.1, None):
+        with pytest.raises(TypeError, match="lrs"):
+            lr_sweep(corpus, bad)
+    for bad in ([0.0], [-1e-3], [float("nan")]):
+        with pytest.raises(ValueError, match="lrs"):
+            lr_sweep(corpus, bad)
+    with pytest.raises((TypeError, ValueError), match="steps"):
+        lr_sweep(corpus, [1e-3], steps=0)
+    with pytest.raises((TypeError, ValueError), match="seed"):
+        lr_sweep(corpus, [1e-3], seed=-1)
+
+
+def test_the_plot_draws_every_rate(corpus):
+    s = lr_sweep(corpus, [1e-3, 1e-2], steps=12, n_val=2)
+    fig = plot_lr_sweep(s, smooth=4)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels == ["lr 0.001", "lr 0.01", "ln V"]
+    with pytest.raises((TypeError, ValueError), match="smooth"):
+        plot_lr_sweep(s, smooth=0)
