@@ -117,7 +117,9 @@ def _submissions(tmp):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("grading")
-    report = grade_submissions(_submissions(tmp), tmp / "grades", timeout=TIMEOUT, log=lambda *a: None)
+    lines = []
+    report = grade_submissions(_submissions(tmp), tmp / "grades", timeout=TIMEOUT, log=lines.append)
+    report["lines"] = lines
     with open(tmp / "grades" / "grades.csv") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     feedback = {p.stem: p.read_text() for p in (tmp / "grades" / "feedback").glob("*.md")}
@@ -221,3 +223,25 @@ def test_the_class_report_counts_pass_rates_reasons_timeouts_and_broken_files(gr
     assert "| reference | ✓ | ✓ | ✓ | ✓ | 4 |" in md and "| endless_loop | ✓ | ✓ | ⏱ | ✓ | 3 |" in md
     assert "| broken | — | — | — | — | 0 |" in md and "| untouched | … | … | … | … | 0 |" in md
     assert (out / "class.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_grading_says_each_notebook_as_it_is_graded_with_its_time(graded):
+    """An instructor watches it: a line per student and notebook with its seconds, then the
+    student's total (issue 40; the bar goes to stderr)."""
+    lines = graded[0]["lines"]
+    assert any(line.startswith(f"  reference: {NAMES[1]} in ") and line.endswith(" s") for line in lines)
+    at = lines.index(next(x for x in lines if x.startswith("graded reference in ")))
+    assert [x.split(":")[1].split()[0] for x in lines[at - 2 : at]] == NAMES  # its two notebooks first
+    assert not any("broken:" in x for x in lines)  # its one file was unreadable: nothing to run
+
+
+def test_grading_kernels_do_not_warn_about_tcp(tmp_path, capfd):
+    """ipykernel's "running over TCP without encryption" warning once filled 32 of 47 lines."""
+    subs = tmp_path / "subs" / "one"
+    subs.mkdir(parents=True)
+    released = release(tmp_path / "release-course", NAMES[:1], TIMEOUT)
+    nbformat.write(nbformat.read(released / f"{NAMES[0]}.ipynb", as_version=4), subs / f"{NAMES[0]}.ipynb")
+    grade_submissions(tmp_path / "subs", tmp_path / "grades", timeout=TIMEOUT, log=lambda line: None)
+    out, err = capfd.readouterr()
+    assert "without encryption" not in out + err
+    assert "grading" in err  # the progress bar

@@ -29,11 +29,16 @@ import nbformat
 
 from .grade_report import notes_for, write_report
 from .nbgrader_meta import stamp_notebook
+from .nbtools import QUIET_KERNEL
 from .student import STUB
 
 __all__ = ["ASSIGNMENT", "nbgrader_config", "prepare_course", "grade_submissions", "main"]
 
 ASSIGNMENT = "lmcore"
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once, also when the output goes to a file
 
 
 def nbgrader_config(course_dir, timeout: int):
@@ -50,6 +55,7 @@ def nbgrader_config(course_dir, timeout: int):
     c.ClearSolutions.code_stub = {"python": STUB}
     c.Execute.timeout = int(timeout)
     c.Execute.interrupt_on_timeout = True
+    c.Execute.extra_arguments = list(QUIET_KERNEL)  # no "running over TCP" warning per kernel
     c.OverwriteCells.add_missing_cells = True  # a deleted test cell comes back and runs
     return c
 
@@ -84,13 +90,13 @@ def grade_submissions(
     source_dir="notebooks",
     timeout: int = 300,
     assignment: str = ASSIGNMENT,
-    log=print,
+    log=None,
 ) -> dict:
     """Autograde every ``submissions/<student>/*.ipynb``; returns {"columns", "rows", "seconds", ...}."""
     with warnings.catch_warnings():  # nbgrader 0.9 + SQLAlchemy 2 warn about session autoflush
         warnings.filterwarnings("ignore", message=".*not in session.*")
         warnings.filterwarnings("ignore", message="Cell is missing an id field")  # re-added test cells
-        return _grade(submissions, out, source_dir, timeout, assignment, log)
+        return _grade(submissions, out, source_dir, timeout, assignment, log or _say)
 
 
 def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
@@ -116,6 +122,7 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
             f"nbgrader generate_assignment failed:\n{result.get('log')}\n{result.get('error')}"
         )
     seconds, notes = {}, {}
+    bar = _progress_bar(sum(len(list((submissions / s).glob("*.ipynb"))) for s in students))
     for student in students:
         dest = course / "submitted" / student / assignment
         dest.mkdir(parents=True)
@@ -127,13 +134,12 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
             except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the class
                 notes[student].append(f"{f.stem}: not a readable notebook ({type(exc).__name__}); scored 0")
                 (dest / f.name).unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        result = api.autograde(assignment, student, force=True, create=True)
-        seconds[student] = time.perf_counter() - t0
-        if not result["success"]:
-            last = (result.get("error") or result.get("log") or "").strip().splitlines()[-1:]
-            notes[student].append(f"nbgrader could not grade this submission: {' '.join(last)}")
-        log(f"graded {student} in {seconds[student]:.1f} s" + ("" if result["success"] else " (failed)"))
+        seconds[student], failed = _autograde(
+            api, assignment, student, sorted(dest.glob("*.ipynb")), bar, log
+        )
+        notes[student] += [f"nbgrader could not grade {name}: {why}" for name, why in failed]
+        log(f"graded {student} in {seconds[student]:.1f} s" + (" (failed)" if failed else ""))
+    bar.close()
 
     rows, header, total_max = write_report(course, assignment, students, notes, out, timeout)
     return {
@@ -144,6 +150,34 @@ def _grade(submissions, out, source_dir, timeout, assignment, log) -> dict:
         "notes": notes,
         "course": course,
     }
+
+
+def _progress_bar(total: int):
+    """A tqdm bar over the (student, notebook) pairs: how many are graded, the rate, the time left."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="grading", unit="notebook", mininterval=2.0, file=sys.stderr)
+
+
+def _autograde(api, assignment, student, paths, bar, log) -> tuple[float, list]:
+    """Autograde one student's notebooks one at a time (nbgrader's ``notebook_id``), a line and a
+    bar step each. Returns (seconds, [(notebook, why) for each that nbgrader could not grade])."""
+    total, failed = 0.0, []
+    try:
+        for path in paths:
+            api.coursedir.notebook_id = path.stem
+            t0 = time.perf_counter()
+            result = api.autograde(assignment, student, force=True, create=True)
+            took = time.perf_counter() - t0
+            total += took
+            if not result["success"]:
+                last = (result.get("error") or result.get("log") or "").strip().splitlines()[-1:]
+                failed.append((path.stem, " ".join(last)))
+            bar.update(1)
+            log(f"  {student}: {path.stem} in {took:.1f} s" + ("" if result["success"] else " (failed)"))
+    finally:
+        api.coursedir.notebook_id = "*"
+    return total, failed
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,11 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-__all__ = ["execute_notebook", "strip_widget_state", "run_cells"]
+__all__ = ["QUIET_KERNEL", "execute_notebook", "strip_widget_state", "run_cells"]
+
+# The kernel's own log at ERROR: ipykernel warns at every start that its TCP sockets (bound to
+# 127.0.0.1 here) are not encrypted, which buried a grading run's lines (32 of 47).
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
 def strip_widget_state(nb) -> None:
@@ -36,6 +40,7 @@ def execute_notebook(path, *, timeout: int = 600, write: bool = True, allow_erro
         nb,
         timeout=timeout,
         kernel_name="python3",
+        extra_arguments=QUIET_KERNEL,
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
@@ -56,7 +61,7 @@ def run_cells(nb, cwd, *, timeout: int = 600) -> list[dict]:
     """
     from jupyter_client.manager import start_new_kernel
 
-    km, kc = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(cwd), extra_arguments=QUIET_KERNEL)
     results = []
     try:
         for index, cell in enumerate(nb.cells):
