@@ -16,7 +16,8 @@ $(STAMP): requirements.txt pyproject.toml
 
 # make lab: the learner's workspace/ (git-ignored; built on the first run from the learner edition,
 # refreshed later without replacing a notebook you changed), opened in JupyterLab.
-# make lab EDITION=instructor: notebooks/ with the solutions (autosave off). DRY_RUN=1: print only.
+# make lab EDITION=instructor: notebooks/ with the solutions (autosave off). DRY_RUN=1: build or
+# refresh the workspace (and the venv, on a fresh clone), then print JupyterLab's command, not start it.
 EDITION ?= learner
 lab: $(STAMP)
 	$(BIN)/python -m lmcore.course.build.lab --edition $(EDITION) $(if $(DRY_RUN),--dry-run)

@@ -216,3 +216,31 @@ def test_every_function_exercise_has_a_hint_for_show_solution():
             if e["function"] != "name_the_bugs" and not any(solutions.hints_of(c) for c in ex["checks"]):
                 missing.append(e["function"])
     assert not missing, missing
+
+
+def test_a_long_reason_wraps_and_is_never_cut():
+    """A ✗ line's useful part (the hint) comes last: it wraps under itself instead of being cut."""
+    from lmcore.course.progress import Row, format_table
+
+    reason = (
+        "fail ce_grad: on input z=[2, 1, 0], y=1: first difference at [0] "
+        + "x" * 60
+        + " The sign is flipped."
+    )
+    table = format_table([Row("02_gradients", "my_ce_grad", "fail", reason)], width=80)
+    assert "The sign is flipped." in table and "…" not in table
+    assert all(len(line) <= 80 for line in table.splitlines())
+
+
+def test_progress_finds_the_workspace_from_inside_it(tmp_path):
+    """JupyterLab's terminal starts in the workspace: progress reads it from there (or below)."""
+    from lmcore.course.build.workspace import MANIFEST
+    from lmcore.course.progress import default_workspace
+
+    ws = tmp_path / "workspace"
+    (ws / MANIFEST).parent.mkdir(parents=True)
+    (ws / MANIFEST).write_text("{}")
+    (ws / "notebooks").mkdir()
+    assert default_workspace(ws) == str(ws.resolve())
+    assert default_workspace(ws / "notebooks") == str(ws.resolve())
+    assert default_workspace(tmp_path) == str((tmp_path / "workspace").resolve())

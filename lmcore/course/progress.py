@@ -20,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ import nbformat
 from .build.nbgrader_meta import exercises
 from .build.nbtools import run_cells
 from .build.student import strip_solutions
+from .build.workspace import MANIFEST
 
-__all__ = ["Row", "notebook_progress", "workspace_progress", "format_table", "main"]
+__all__ = ["Row", "notebook_progress", "workspace_progress", "format_table", "default_workspace", "main"]
 
 NEWER = "new in the course since your copy (make lab adds the newer notebook)"
 _LINE = re.compile(r"^([✓✗…]) (.*)$", re.M)
@@ -145,6 +147,14 @@ def workspace_progress(workspace, instructor=None, *, jobs: int = 2, timeout: in
         return [row for rows in pool.map(one, pairs) for row in rows]
 
 
+def _wrapped(lead: str, text: str, width: int) -> list[str]:
+    """``lead + text``, the text wrapped under itself: a reason is never cut (its useful part,
+    the hint, comes last)."""
+    room = max(30, width - len(lead))
+    parts = textwrap.wrap(text, room, break_long_words=True, break_on_hyphens=False) or [""]
+    return [lead + parts[0]] + [" " * len(lead) + part for part in parts[1:]]
+
+
 def format_table(rows, *, width: int | None = None) -> str:
     """The table: notebook, exercise, ✓ / ✗ reason / not attempted yet; then the totals."""
     width = width or shutil.get_terminal_size((120, 20)).columns
@@ -158,8 +168,8 @@ def format_table(rows, *, width: int | None = None) -> str:
         mark = {"pass": "✓", "fail": "✗ " + r.reason, "todo": "… not attempted yet"}[r.status]
         if r.status == "todo" and r.reason in ("not in your workspace", NEWER):
             mark = "… " + r.reason
-        cell = f"{r.notebook if r.notebook != last else '':<{nb_w}}  {r.exercise:<{ex_w}}  {mark}"
-        lines.append(cell if len(cell) <= width else cell[: width - 1] + "…")
+        lead = f"{r.notebook if r.notebook != last else '':<{nb_w}}  {r.exercise:<{ex_w}}  "
+        lines += _wrapped(lead, mark, width)
         last = r.notebook
     n = {s: sum(r.status == s for r in rows) for s in ("pass", "fail", "todo")}
     lines.append(
@@ -168,13 +178,26 @@ def format_table(rows, *, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def default_workspace(here=".") -> str:
+    """The workspace to read when none is named: the current folder when it is one (JupyterLab's
+    terminal starts there) or lies inside one, else ``workspace/`` below it (the repository)."""
+    here = Path(here).resolve()
+    for folder in (here, *here.parents):
+        if (folder / MANIFEST).is_file():
+            return str(folder)
+    return str(here / "workspace")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workspace", nargs="?", default="workspace")
+    parser.add_argument(
+        "workspace", nargs="?", default=None, help="default: this folder if it is one, else workspace/"
+    )
     parser.add_argument("--instructor", default=None, help="the instructor edition (default: notebooks/)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks run at the same time (default 2)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
     args = parser.parse_args(argv)
+    args.workspace = args.workspace or default_workspace()
     if not Path(args.workspace).is_dir():
         print(f"no workspace at {args.workspace}/: run `make lab` first (it creates it)")
         return 2

@@ -72,7 +72,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edition", default="learner", choices=EDITIONS)
     parser.add_argument("--workspace", default=str(REPO / "workspace"), help="the learner's folder")
-    parser.add_argument("--dry-run", action="store_true", help="build the workspace, print the command")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="build or refresh the workspace, print the command, start nothing",
+    )
     args = parser.parse_args(argv)
     if args.edition == "learner":
         print(report(build_workspace(args.workspace), args.workspace), flush=True)
@@ -88,6 +92,7 @@ def main(argv=None) -> int:
         print(
             "would run:",
             f"JUPYTERLAB_SETTINGS_DIR={shlex.quote(env['JUPYTERLAB_SETTINGS_DIR'])}",
+            f"JUPYTERLAB_WORKSPACES_DIR={shlex.quote(env['JUPYTERLAB_WORKSPACES_DIR'])}",
             shlex.join(cmd),
         )
         return 0
