@@ -89,3 +89,16 @@ def test_a_pipe_in_a_reason_does_not_break_the_table(tmp_path, bad):
     write_class_report(tmp_path, [A, B], MAXIMA, [("ann", {A: 0, B: 1})], lines, {})
     row = next(r for r in (tmp_path / "class.md").read_text().splitlines() if r.startswith("| ('01"))
     assert "\\| pipe \\|" in row
+
+
+def test_passed_and_failed_differ_without_hue():
+    """class.png was red and green only: the pass and fail colours now differ in lightness too
+    (a reader who cannot tell red from green still can), and every cell also carries its symbol."""
+    from lmcore.course.build.class_report import STATUSES
+
+    def luminance(hex_colour):
+        r, g, b = (int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+        lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    assert abs(luminance(STATUSES["pass"][2]) - luminance(STATUSES["fail"][2])) > 0.15

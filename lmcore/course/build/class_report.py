@@ -14,15 +14,18 @@ from pathlib import Path
 
 __all__ = ["STATUSES", "status_of", "failure_reason", "class_summary", "write_class_report"]
 
-# status -> (grid symbol, meaning, PNG colour)
+# status -> (grid symbol, meaning, PNG colour). The colours are Okabe and Ito's, told apart with
+# every common colour-vision deficiency (blue for passed, vermilion for failed), and each PNG cell
+# also carries its symbol (_PNG_SYMBOL where the font has no glyph), so no colour is needed.
 STATUSES = {
-    "pass": ("✓", "passed", "#4caf50"),
-    "fail": ("✗", "a check failed", "#e53935"),
-    "todo": ("…", "not attempted", "#bdbdbd"),
-    "timeout": ("⏱", "stopped at the cell time limit", "#fb8c00"),
-    "error": ("!", "the test cell raised an error", "#8e24aa"),
+    "pass": ("✓", "passed", "#56B4E9"),
+    "fail": ("✗", "a check failed", "#D55E00"),
+    "todo": ("…", "not attempted", "#DDDDDD"),
+    "timeout": ("⏱", "stopped at the cell time limit", "#F0E442"),
+    "error": ("!", "the test cell raised an error", "#CC79A7"),
     "missing": ("—", "notebook not submitted or unreadable", "#ffffff"),
 }
+_PNG_SYMBOL = {"timeout": "T"}
 _CHECK = re.compile(r"^[✓✗…] (?:pass|fail|not attempted yet) ([^:]+): (.*)$")
 
 
@@ -99,19 +102,33 @@ def _grid_png(path: Path, labels, students, grid) -> None:
     cmap = ListedColormap([STATUSES[x][2] for x in order])
     ax.imshow(values, cmap=cmap, vmin=-0.5, vmax=len(order) - 0.5, aspect="auto")
     ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(students)), students, fontsize=7)
+    totals = [sum(grid[s][k] == "pass" for k in grid[s]) for s in students]
+    ax.set_yticks(
+        range(len(students)), [f"{s} ({t}/{len(labels)})" for s, t in zip(students, totals)], fontsize=7
+    )
+    for y, s in enumerate(students):
+        for x, k in enumerate(grid[s]):
+            mark = _PNG_SYMBOL.get(grid[s][k], STATUSES[grid[s][k]][0])
+            ax.text(x, y, mark, ha="center", va="center", fontsize=6, color="black")
     ax.set_xticks([x - 0.5 for x in range(1, len(labels))], minor=True)
     ax.set_yticks([y - 0.5 for y in range(1, len(students))], minor=True)
     ax.grid(which="minor", color="#757575", linewidth=0.5)
     ax.tick_params(which="minor", length=0)
     ax.legend(
-        handles=[Patch(facecolor=STATUSES[x][2], edgecolor="#757575", label=STATUSES[x][1]) for x in order],
+        handles=[
+            Patch(
+                facecolor=STATUSES[x][2],
+                edgecolor="#757575",
+                label=f"{_PNG_SYMBOL.get(x, STATUSES[x][0])} {STATUSES[x][1]}",
+            )
+            for x in order
+        ],
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize=7,
         frameon=False,
     )
-    ax.set_title("students x exercises", fontsize=9)
+    ax.set_title("students x exercises (passed / exercises after each name)", fontsize=9)
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
 
