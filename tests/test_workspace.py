@@ -95,6 +95,101 @@ def test_make_student_keeps_an_edited_notebook(tmp_path):
     assert list(out.glob("00_n.course-update-*.ipynb"))
 
 
+def _run(path: Path, *, add_cell: bool = False) -> bytes:
+    """What running a notebook in Jupyter changes: outputs, execution counts, metadata (and, with
+    ``add_cell``, a cell the learner added)."""
+    nb = nbformat.read(path, as_version=4)
+    for n, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = n + 1
+        cell.outputs = [nbformat.v4.new_output("stream", text=f"ran {n}\n")]
+        cell.metadata["execution"] = {"iopub.status.idle": "2026-01-01T00:00:00Z"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    if add_cell:
+        nb.cells.append(nbformat.v4.new_code_cell("print('my own try')"))
+    nbformat.write(nb, path)
+    return path.read_bytes()
+
+
+def test_a_notebook_only_run_gets_the_update_with_outputs_cleared(tmp_path):
+    src, folder = _course(tmp_path / "src"), tmp_path / "w"
+    ws.build_workspace(folder, src)
+    nb_path = folder / "notebooks" / "00_n.ipynb"
+    ran = _run(nb_path)
+    # the course unchanged: the run notebook keeps its outputs
+    same = {a.path: a for a in ws.build_workspace(folder, src)}
+    assert same["notebooks/00_n.ipynb"].what == "kept" and nb_path.read_bytes() == ran
+    _course(src, title="upstream changed")
+    actions = {a.path: a for a in ws.build_workspace(folder, src)}
+    a = actions["notebooks/00_n.ipynb"]
+    assert a.what == "updated" and a.ran and a.beside is None
+    nb = nbformat.read(nb_path, as_version=4)
+    assert "upstream changed" in nb.cells[0].source
+    assert all(c.outputs == [] and c.execution_count is None for c in nb.cells if c.cell_type == "code")
+    assert not list((folder / "notebooks").glob("*course-update*"))
+    text = ws.report(actions.values(), "w")
+    assert "updated   notebooks/00_n.ipynb (you had only run it; outputs cleared)" in text
+    assert "updated   notebooks/01_n.ipynb (you had not changed it)" in text
+    assert "w/: 0 added, 2 updated" in text
+    manifest = json.loads((folder / ws.MANIFEST).read_text())
+    assert manifest["cells"]["notebooks/00_n.ipynb"] == ws.cells_sha(nb_path.read_bytes())
+
+
+@pytest.mark.parametrize("change", ["added cell", "edited source"])
+def test_a_notebook_with_an_added_cell_or_an_edited_source_stays_the_learners(tmp_path, change):
+    src, folder = _course(tmp_path / "src"), tmp_path / "w"
+    ws.build_workspace(folder, src)
+    nb_path = folder / "notebooks" / "00_n.ipynb"
+    if change == "added cell":
+        mine = _run(nb_path, add_cell=True)
+    else:
+        _edit(nb_path)
+        mine = _run(nb_path)
+    _course(src, title="upstream changed")
+    a = {a.path: a for a in ws.build_workspace(folder, src)}["notebooks/00_n.ipynb"]
+    assert a.what == "beside" and not a.ran and nb_path.read_bytes() == mine
+    assert "upstream changed" in (folder / a.beside).read_text()
+
+
+def test_an_unreadable_notebook_is_the_learners(tmp_path):
+    src, folder = _course(tmp_path / "src"), tmp_path / "w"
+    ws.build_workspace(folder, src)
+    nb_path = folder / "notebooks" / "00_n.ipynb"
+    broken = nb_path.read_bytes()[:-40]
+    nb_path.write_bytes(broken)
+    assert ws.cells_sha(broken) is None and ws.cells_sha(b'{"cells": 3}') is None
+    _course(src, title="upstream changed")
+    a = {a.path: a for a in ws.build_workspace(folder, src)}["notebooks/00_n.ipynb"]
+    assert a.what == "beside" and nb_path.read_bytes() == broken
+
+
+def test_an_old_manifest_without_cells_falls_back_to_bytes(tmp_path):
+    src, folder = _course(tmp_path / "src"), tmp_path / "w"
+    ws.build_workspace(folder, src)
+    manifest = folder / ws.MANIFEST
+    old = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({"about": "old", "files": old["files"]}))
+    nb_path = folder / "notebooks" / "00_n.ipynb"
+    ran = _run(nb_path)
+    _course(src, title="upstream changed")
+    actions = {a.path: a for a in ws.build_workspace(folder, src)}
+    assert actions["notebooks/00_n.ipynb"].what == "beside" and nb_path.read_bytes() == ran
+    assert actions["notebooks/01_n.ipynb"].what == "updated"  # by its bytes, as before
+    # the rewrite records the cells of what it wrote or found unchanged
+    assert set(json.loads(manifest.read_text())["cells"]) == {"notebooks/01_n.ipynb"}
+
+
+def test_a_dry_run_writes_nothing_for_a_notebook_only_run(tmp_path):
+    src, folder = _course(tmp_path / "src"), tmp_path / "w"
+    ws.build_workspace(folder, src)
+    ran = _run(folder / "notebooks" / "00_n.ipynb")
+    _course(src, title="upstream changed")
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    actions = {a.path: a for a in ws.build_workspace(folder, src, dry_run=True)}
+    assert actions["notebooks/00_n.ipynb"].what == "updated" and actions["notebooks/00_n.ipynb"].ran
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    assert (folder / "notebooks" / "00_n.ipynb").read_bytes() == ran
+
+
 def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
     target = tmp_path / "a.ipynb"
     target.write_bytes(b"old")

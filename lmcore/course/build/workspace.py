@@ -3,15 +3,24 @@
 ``make lab`` builds ``workspace/`` (git-ignored) from the learner edition on its first run and
 refreshes it on every later one; ``make student`` writes ``student/`` the same way. Every file
 this module writes is recorded in ``<folder>/.lmcore/manifest.json`` with the SHA-256 of the bytes
-written, so "the learner changed it" is decided by content, not by timestamps:
+written and, for a notebook, the SHA-256 of its cells as (cell type, source) in order (outputs,
+execution counts, cell ids and metadata left out), so "the learner changed it" is decided by
+content, not by timestamps:
 
 - a file that is missing is written (a new notebook of the course is *added*);
 - a file whose bytes are still the ones recorded is the course's own: it is *updated* when the
   course changed;
-- any other file (edited, or merely opened and saved, or never written by this module) is
-  *kept* byte for byte; when the course's version differs from the one last given to the
-  learner, that version is written *beside* it as ``NN_name.course-update-<hash>.ipynb``
-  (never over an existing file) and the command says so.
+- a notebook the learner only ran (its bytes differ, its cells' sources are still the recorded
+  ones) is the course's own too: when the course changed it is *updated* to the new learner
+  edition, outputs cleared, and the command says so; while the course did not change it is left
+  as it is, outputs and all;
+- any other file (a source edited, a cell added, or never written by this module, or a notebook
+  that does not read as one) is *kept* byte for byte; when the course's version differs from the
+  one last given to the learner, that version is written *beside* it as
+  ``NN_name.course-update-<hash>.ipynb`` (never over an existing file) and the command says so.
+
+A manifest written before the cells were recorded has no ``cells`` map: its notebooks are judged
+by their bytes alone until the next write records them.
 
 Every write goes to a temporary file in the same folder, then ``os.replace``: a crash leaves the
 old file or the new one, never half of one.
@@ -35,6 +44,7 @@ __all__ = [
     "Action",
     "atomic_write",
     "beside_name",
+    "cells_sha",
     "sync_files",
     "learner_files",
     "build_workspace",
@@ -50,8 +60,9 @@ START_PAGE = """# Your lmcore workspace
 This folder is **yours**: the learner edition of the course (solutions replaced by
 `raise NotImplementedError`, outputs cleared). Work here; `make lab` and `make student` never
 overwrite a notebook you changed. When the course changes upstream (`git pull`), `make lab` adds
-new notebooks, updates the ones you never touched, and puts a newer version of one you changed
-*beside* it (`NN_name.course-update-<hash>.ipynb`), saying so.
+new notebooks, updates the ones you never touched or only ran (a notebook you only ran comes back
+with its outputs cleared: run it again), and puts a newer version of one whose code or text you
+changed *beside* it (`NN_name.course-update-<hash>.ipynb`), saying so.
 
 Start with [notebooks/00_start_here.ipynb](notebooks/00_start_here.ipynb).
 
@@ -70,11 +81,13 @@ Start with [notebooks/00_start_here.ipynb](notebooks/00_start_here.ipynb).
 class Action:
     """What a sync did with one file: ``added``, ``updated``, ``unchanged``, ``kept`` (the
     learner's version, the course's is the same as before) or ``beside`` (kept; the course's
-    newer version written as ``beside``)."""
+    newer version written as ``beside``). ``ran``: an update of a notebook the learner had only
+    run (its cells' sources as written, its outputs now cleared)."""
 
     path: str
     what: str
     beside: str | None = None
+    ran: bool = False
 
 
 def _sha(data: bytes) -> str:
@@ -104,12 +117,65 @@ def beside_name(rel: str, data: bytes) -> str:
     return str(p.with_name(f"{p.stem}.course-update-{_sha(data)[:8]}{p.suffix}"))
 
 
-def _load_manifest(folder: Path) -> dict:
+def cells_sha(data: bytes) -> str | None:
+    """SHA-256 of a notebook's cells as (cell type, source) in order: what the learner wrote, not
+    what running it changed (outputs, execution counts, cell ids, metadata). None when ``data``
+    does not read as a valid notebook."""
+    try:
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        nbformat.validate(nb)
+        cells = [[cell.cell_type, cell.source] for cell in nb.cells]
+    except Exception:  # noqa: BLE001 -- anything unreadable is the learner's, kept as it is
+        return None
+    return _sha(json.dumps(cells, ensure_ascii=False).encode("utf-8"))
+
+
+def _load_manifest(folder: Path) -> tuple[dict, dict]:
+    """(path -> sha256 of the bytes written, notebook path -> cells_sha of them); a manifest from
+    before the cells were recorded gives an empty second map."""
     try:
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-    return data.get("files", {}) if isinstance(data, dict) else {}
+        return {}, {}
+    if not isinstance(data, dict):
+        return {}, {}
+    files, cells = data.get("files", {}), data.get("cells", {})
+    return (files if isinstance(files, dict) else {}), (cells if isinstance(cells, dict) else {})
+
+
+def _only_run(rel: str, current: bytes, recorded: str | None) -> bool:
+    """Whether the notebook ``current`` differs from what was written only by being run: its
+    cells' sources hash to ``recorded`` (None, from an old manifest: never)."""
+    return rel.endswith(".ipynb") and recorded is not None and cells_sha(current) == recorded
+
+
+def _decide(rel: str, data: bytes, path: Path, written: str | None, recorded: str | None) -> str:
+    """``added``, ``unchanged``, ``updated``, ``ran`` (updated: the learner had only run it),
+    ``kept`` or ``beside`` for the course's ``data`` at ``path`` (see the module docstring)."""
+    if not path.is_file():
+        return "added"
+    current_bytes = path.read_bytes()
+    current, new = _sha(current_bytes), _sha(data)
+    if current == new:
+        return "unchanged"
+    if current == written:
+        return "updated"
+    if written == new:  # the course did not change: a notebook only run keeps its outputs
+        return "kept"
+    return "ran" if _only_run(rel, current_bytes, recorded) else "beside"
+
+
+def _write_manifest(folder: Path, files: dict, cells: dict) -> None:
+    body = json.dumps(
+        {
+            "about": "sha256 of each file as lmcore last wrote it; for a notebook also of its cells "
+            "as (cell_type, source) in order",
+            "files": files,
+            "cells": cells,
+        },
+        indent=1,
+    )
+    atomic_write(folder / MANIFEST, body.encode() + b"\n")
 
 
 def sync_files(files: dict, folder, *, dry_run: bool = False) -> list[Action]:
@@ -118,22 +184,16 @@ def sync_files(files: dict, folder, *, dry_run: bool = False) -> list[Action]:
     if not isinstance(files, dict):
         raise TypeError(f"files must be a dict of relative path -> bytes, got {type(files).__name__}")
     folder = Path(folder)
-    manifest, actions = _load_manifest(folder), []
+    (manifest, cells), actions = _load_manifest(folder), []
     for rel, data in sorted(files.items()):
         if not isinstance(data, bytes) or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise ValueError(f"files[{rel!r}]: expected bytes under a relative path inside the folder")
-        path, new, written = folder / rel, _sha(data), manifest.get(rel)
-        current = _sha(path.read_bytes()) if path.is_file() else None
-        if current is None:
-            what = "added"
-        elif current == new:
-            what = "unchanged"
-        elif current == written:
-            what = "updated"
-        elif written == new:
+        path = folder / rel
+        what = _decide(rel, data, path, manifest.get(rel), cells.get(rel))
+        if what == "kept":
             actions.append(Action(rel, "kept"))
             continue
-        else:
+        if what == "beside":
             beside = beside_name(rel, data)
             if not dry_run and not (folder / beside).exists():
                 atomic_write(folder / beside, data)
@@ -141,13 +201,12 @@ def sync_files(files: dict, folder, *, dry_run: bool = False) -> list[Action]:
             continue
         if what != "unchanged" and not dry_run:
             atomic_write(path, data)
-        manifest[rel] = new
-        actions.append(Action(rel, what))
+        manifest[rel] = _sha(data)
+        if rel.endswith(".ipynb"):
+            cells[rel] = cells_sha(data)
+        actions.append(Action(rel, "updated", ran=True) if what == "ran" else Action(rel, what))
     if not dry_run and any(a.what in ("added", "updated", "unchanged") for a in actions):
-        body = json.dumps(
-            {"about": "sha256 of each file as lmcore last wrote it", "files": manifest}, indent=1
-        )
-        atomic_write(folder / MANIFEST, body.encode() + b"\n")
+        _write_manifest(folder, manifest, cells)
     return actions
 
 
@@ -199,6 +258,8 @@ def report(actions, folder) -> str:
     for a in actions:
         if a.what == "added":
             lines.append(f"  added     {a.path}")
+        elif a.what == "updated" and a.ran:
+            lines.append(f"  updated   {a.path} (you had only run it; outputs cleared)")
         elif a.what == "updated":
             lines.append(f"  updated   {a.path} (you had not changed it)")
         elif a.what == "beside":
