@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -188,6 +189,15 @@ def test_a_dry_run_writes_nothing_for_a_notebook_only_run(tmp_path):
     assert actions["notebooks/00_n.ipynb"].what == "updated" and actions["notebooks/00_n.ipynb"].ran
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
     assert (folder / "notebooks" / "00_n.ipynb").read_bytes() == ran
+
+
+def test_the_start_page_help_line_imports_and_agrees_with_the_stubs():
+    """The import the start page tells the learner to type runs, and is the stubs' own."""
+    (line,) = re.findall(r"`(from [\w.]+ import show_solution)`", ws.START_PAGE)
+    namespace = {}
+    exec(line, namespace)  # noqa: S102 -- the start page's own line
+    assert callable(namespace["show_solution"])
+    assert line in NOTE
 
 
 def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):

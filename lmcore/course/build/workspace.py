@@ -68,7 +68,7 @@ Start with [notebooks/00_start_here.ipynb](notebooks/00_start_here.ipynb).
 
 {table}
 
-- **Stuck on an exercise?** In a cell: `from lmcore.course import show_solution`, then
+- **Stuck on an exercise?** In a cell: `from lmcore.course.solutions import show_solution`, then
   `show_solution("surprise")` (the exercise's function name): the first call gives a nudge, the
   second a fuller hint, the third the reference solution.
 - **How far am I?** `make progress` (in a terminal, in the repository) runs every check of this
