@@ -135,6 +135,19 @@ def test_tied_checker_accepts_independent_answers(capsys):
     assert out.startswith("✓ pass") and err == ""
 
 
+def _float32(E, x, y):  # the notebook's solution, computed in float32
+    E32, ids = E.float(), x.reshape(-1)
+    h = E32[ids]
+    dZ = (torch.softmax(h @ E32.T, -1) - F.one_hot(y.reshape(-1), E.shape[0]).float()) / ids.numel()
+    return (dZ.T @ h).index_add(0, ids, dZ @ E32)
+
+
+def test_tied_checker_accepts_a_float32_answer(capsys):
+    """Issue 38: rejected under atol 1e-9, rtol 1e-7 (expected -0.1417558, got -0.1417557)."""
+    assert B.check_tied_grads(_float32)
+    assert capsys.readouterr().out.startswith("✓ pass")
+
+
 @pytest.mark.parametrize("wrong", [_head_only, _lookup_only, _fancy_index_add, _no_mean, _mean_twice])
 def test_tied_checker_rejects_plausible_mistakes(wrong, capsys):
     assert not B.check_tied_grads(wrong)

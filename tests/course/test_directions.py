@@ -145,3 +145,10 @@ def test_check_loss_and_grad_norm_accepts_the_solution_and_rejects_wrong_ones(ca
     assert "gradients left from an earlier backward" in out and "not attempted yet" in out
     assert "called lmcore.course.sequence.exercises.reference_loss_and_grad_norm" in out
     assert "norm helper" in out
+
+
+def test_grad_norm_nudge_asks_a_question_without_the_solution():
+    from lmcore.course.solutions import hints_of
+
+    nudge = hints_of("check_loss_and_grad_norm")[0]
+    assert "?" in nudge and "zero_grad" not in nudge and "** 0.5" not in nudge

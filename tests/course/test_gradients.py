@@ -137,6 +137,28 @@ def test_ce_grad_checker(capsys):
     assert "sign is flipped" in capsys.readouterr().out
 
 
+def _ce_grad_float32(z, y):  # the notebook's solution, computed in float32
+    z32 = np.asarray(z, dtype=np.float32)
+    e = np.exp(z32 - z32.max())
+    g = e / e.sum()
+    g[y] -= np.float32(1.0)
+    return g
+
+
+def test_ce_grad_checker_accepts_a_float32_answer(capsys):
+    """Issue 38: rejected at z = [0, 8, 0], y = 1 under atol 1e-9 (p_y - 1 = -0.0006705 is only
+    known to float32 spacings of 1 there)."""
+    assert G.check_ce_grad(_ce_grad_float32)
+    assert "✓ pass" in capsys.readouterr().out
+
+
+def test_smoothed_nudge_asks_a_question_without_the_formula():
+    from lmcore.course.solutions import hints_of
+
+    nudge = hints_of("check_smoothed_ce_grad")[0]
+    assert "?" in nudge and "sum_v" not in nudge and "eps / V" not in nudge
+
+
 def _forward_mode_jacfwd(z, y):
     nll = lambda t: torch.logsumexp(t, 0) - t[y]  # noqa: E731
     return torch.func.jacfwd(nll)(torch.tensor(z, dtype=torch.float64)).numpy()

@@ -408,3 +408,36 @@ def test_mean_nll_checker_asks_the_right_question(capsys):
 def test_mean_nll_checker_rejects_the_reference_and_library_calls(cheat, capsys):
     assert not S.check_mean_nll(cheat)
     assert "your function called" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- float32 answers (issue 38)
+
+
+def _nll_float32(z, y):  # the notebook's solution, computed in float32
+    z32 = np.asarray(z, dtype=np.float32)
+    m = z32.max()
+    return float(m + np.log(np.exp(z32 - m).sum()) - z32[y])
+
+
+def _mean_nll_float32(Z, y, T=1.0):
+    keep = y != -100
+    S = np.asarray(Z[keep], dtype=np.float32) / np.float32(T)
+    m = S.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(S - m).sum(axis=1))
+    return float((lse - S[np.arange(len(S)), y[keep]]).mean())
+
+
+def test_nll_and_mean_nll_checkers_accept_a_float32_answer(capsys):
+    """Issue 38: a float32 answer is right. It was rejected at z = [2, 1, 0] (expected 1.407606,
+    got 1.4076061) and at T = 0.5 (0.126928 vs 0.1269279) under an rtol of 1e-7."""
+    assert S.check_nll_from_logits(_nll_float32)
+    assert S.check_mean_nll(_mean_nll_float32)
+    out = capsys.readouterr().out
+    assert out.count("✓ pass") == 2
+
+
+def test_mean_nll_nudge_asks_a_question_without_the_formula(capsys):
+    from lmcore.course.solutions import hints_of
+
+    nudge = hints_of("check_mean_nll")[0]
+    assert nudge.rstrip().endswith("?") and "logsumexp" not in nudge and "/ T" not in nudge

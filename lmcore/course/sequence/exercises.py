@@ -224,8 +224,9 @@ def check_loss_and_grad_norm(fn, quiet: bool = False):
         no_mutation=False,  # a backward writes .grad: that is the point
         forbid=forbid,
         hint=(
-            "check three things: the reduction you pass to the loss, .grad cleared before the "
-            "backward, and one norm over all parameters together.",
+            "which of the three differs: the loss under the reduction asked for, the gradients "
+            "(what did .grad hold before your backward?), or the norm (one over all parameters "
+            "together?)",
             "model.zero_grad(); loss = causal_lm_loss(model(ids), ids, reduction=reduction); "
             "loss.backward(); norm = (sum of p.grad.pow(2).sum() over all parameters) ** 0.5; return "
             'floats {"loss": ..., "grad_norm": ...}.',

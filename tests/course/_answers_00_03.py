@@ -1,0 +1,946 @@
+"""The answer matrix of notebooks 00-03 (issue 38): surprise; stable_softmax, nll_from_logits,
+mean_nll; my_ce_grad, numerical_gradient, smoothed_ce_grad, tied_grads; my_per_position_nll,
+my_causal_lm_loss, my_loss_and_grad_norm. See ``_answers.py`` for what each entry holds."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from _answers import Answers
+
+from lmcore import handcalc
+from lmcore.course.gradients import backprop
+from lmcore.course.gradients import lesson as grad_lesson
+from lmcore.course.sequence import exercises as seq
+from lmcore.course.softmax_nll import lesson as sm_lesson
+from lmcore.course.start import lesson as start_lesson
+from lmcore.loss import causal_lm_loss
+from lmcore.shift import shift_for_next_token
+
+ANSWERS: dict[str, Answers] = {}
+
+
+# ---------------------------------------------------------------- 00: surprise(p) = -ln p
+
+
+def _surprise_log_of_inverse(p):
+    return math.log(1 / p)
+
+
+def _surprise_float32(p):
+    return float(-np.log(np.float32(p)))
+
+
+def _surprise_from_bits(p):  # bits first, then converted: log2(p) * ln 2
+    return -math.log2(p) * math.log(2)
+
+
+@functools.wraps(_surprise_log_of_inverse)
+def _surprise_wrapped(p):
+    return -float(torch.log(torch.tensor(p, dtype=torch.float64)))
+
+
+ANSWERS["surprise"] = Answers(
+    check=start_lesson.check_surprise,
+    right={
+        "log_of_inverse": _surprise_log_of_inverse,
+        "float32": _surprise_float32,
+        "bits_times_ln2": _surprise_from_bits,
+        "torch_log_wrapped": _surprise_wrapped,
+    },
+    wrong={
+        "bits": lambda p: -math.log2(p),
+        "log10": lambda p: -math.log10(p),
+        "sign": lambda p: math.log(p),
+        "one_minus_p": lambda p: 1 - p,
+        "log_of_one_minus_p": lambda p: -math.log(1 - p) if p < 1 else 0.0,
+        "inverse": lambda p: 1 / p,
+    },
+    refused={
+        "reference": (lambda p: start_lesson.surprise_reference(p), "that is the reference"),
+        "widget_line_parsed": (
+            lambda p: float(start_lesson.surprise_line(p).split("loss = ")[1].split()[0]),
+            "that is the reference",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 01: stable softmax
+
+
+def _softmax_loop(z):
+    m = max(z)
+    e = [math.exp(v - m) for v in z]
+    return np.array(e) / math.fsum(e)
+
+
+def _softmax_float32(z):
+    z32 = np.asarray(z, dtype=np.float32)
+    e = np.exp(z32 - z32.max())
+    return e / e.sum()
+
+
+def _softmax_via_logaddexp(z):  # exp(z - LSE(z)), LSE by pairwise logaddexp
+    return np.exp(z - np.logaddexp.reduce(z))
+
+
+def _softmax_torch_exp(z):  # the same trick on a tensor, from torch.exp
+    t = torch.from_numpy(np.array(z, dtype=np.float64))
+    e = torch.exp(t - t.max())
+    return (e / e.sum()).numpy()
+
+
+@functools.wraps(_softmax_loop)
+def _softmax_wrapped(z):
+    shifted = z - np.max(z)
+    return np.exp(shifted) / np.exp(shifted).sum()
+
+
+def _softmax_in_place(z):
+    z -= z.max()
+    np.exp(z, out=z)
+    z /= z.sum()
+    return z
+
+
+ANSWERS["stable_softmax"] = Answers(
+    check=sm_lesson.check_stable_softmax,
+    right={
+        "loop_fsum": _softmax_loop,
+        "float32": _softmax_float32,
+        "logaddexp": _softmax_via_logaddexp,
+        "torch_exp": _softmax_torch_exp,
+        "wrapped": _softmax_wrapped,
+    },
+    wrong={
+        "naive": lambda z: np.exp(z) / np.exp(z).sum(),
+        "min_shift": lambda z: np.exp(z - z.min()) / np.exp(z - z.min()).sum(),
+        "mean_shift": lambda z: np.exp(z - z.mean()) / np.exp(z - z.mean()).sum(),
+        "unnormalised": lambda z: np.exp(z - z.max()),
+        "in_place": _softmax_in_place,
+        "shift_plus_max": lambda z: np.exp(z + z.max()) / np.exp(z + z.max()).sum(),
+        "divided_by_max": lambda z: np.exp(z - z.max()) / np.exp(z - z.max()).max(),
+    },
+    refused={
+        "reference": (lambda z: handcalc.softmax(z), "write it yourself"),
+        "torch_softmax": (lambda z: torch.softmax(torch.from_numpy(z), 0).numpy(), "write it yourself"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 01: NLL from logits
+
+
+def _nll_loop(z, y):
+    m = max(z)
+    return m + math.log(math.fsum(math.exp(v - m) for v in z)) - z[y]
+
+
+def _nll_float32(z, y):
+    z32 = np.asarray(z, dtype=np.float32)
+    m = z32.max()
+    return float(m + np.log(np.exp(z32 - m).sum()) - z32[y])
+
+
+def _nll_logaddexp(z, y):
+    return float(np.logaddexp.reduce(z) - z[y])
+
+
+def _nll_shift_first(z, y):  # shift the logits, then the loss of the shifted ones (log of a sum >= 1)
+    s = z - np.max(z)
+    return float(np.log(np.exp(s).sum()) - s[y])
+
+
+@functools.wraps(_nll_loop)
+def _nll_wrapped(z, y):
+    return _nll_shift_first(z, y)
+
+
+ANSWERS["nll_from_logits"] = Answers(
+    check=sm_lesson.check_nll_from_logits,
+    right={
+        "loop_fsum": _nll_loop,
+        "float32": _nll_float32,
+        "logaddexp": _nll_logaddexp,
+        "shift_first": _nll_shift_first,
+        "wrapped": _nll_wrapped,
+    },
+    wrong={
+        "log_of_stable_softmax": lambda z, y: float(
+            -np.log(np.exp(z - z.max())[y] / np.exp(z - z.max()).sum())
+        ),
+        "no_max": lambda z, y: float(np.log(np.exp(z).sum()) - z[y]),
+        "bits": lambda z, y: _nll_logaddexp(z, y) / math.log(2),
+        "sign": lambda z, y: -_nll_logaddexp(z, y),
+        "max_left_inside": lambda z, y: float(np.log(np.exp(z - z.max()).sum()) - z[y]),
+        "max_instead_of_lse": lambda z, y: float(np.max(z) - z[y]),
+        "logsumexp_only": lambda z, y: float(np.logaddexp.reduce(z)),
+    },
+    refused={
+        "reference": (lambda z, y: handcalc.nll(z, y), "write it yourself"),
+        "torch_cross_entropy": (
+            lambda z, y: float(F.cross_entropy(torch.from_numpy(z)[None], torch.tensor([y]))),
+            "write it yourself",
+        ),
+        "torch_logsumexp": (
+            lambda z, y: float(torch.logsumexp(torch.from_numpy(z), 0) - z[y]),
+            "write it yourself",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 01: mean NLL at T, some ignored
+
+
+def _mean_nll_loop(Z, y, T=1.0):
+    total, n = 0.0, 0
+    for row, target in zip(Z, y):
+        if target == -100:
+            continue
+        z = [v / T for v in row]
+        m = max(z)
+        total += m + math.log(math.fsum(math.exp(v - m) for v in z)) - z[int(target)]
+        n += 1
+    return total / n
+
+
+def _mean_nll_float32(Z, y, T=1.0):
+    keep = y != -100
+    S = np.asarray(Z[keep], dtype=np.float32) / np.float32(T)
+    m = S.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(S - m).sum(axis=1))
+    return float((lse - S[np.arange(len(S)), y[keep]]).mean())
+
+
+def _mean_nll_masked_weights(Z, y, T=1.0):  # every row scored, then a 0/1 weight and its sum
+    S = Z / T
+    w = (y != -100).astype(np.float64)
+    picked = S[np.arange(len(S)), np.where(y == -100, 0, y)]
+    lse = np.logaddexp.reduce(S, axis=1)
+    return float(((lse - picked) * w).sum() / w.sum())
+
+
+def _mean_nll_columns(Z, y, T=1.0):  # the transposed layout (V, N): reductions over axis 0
+    keep = y != -100
+    S = (Z[keep] / T).T
+    m = S.max(axis=0)
+    lse = m + np.log(np.exp(S - m).sum(axis=0))
+    return float(np.mean(lse - S[y[keep], np.arange(S.shape[1])]))
+
+
+@functools.wraps(_mean_nll_loop)
+def _mean_nll_wrapped(Z, y, T=1.0):
+    return _mean_nll_columns(Z, y, T)
+
+
+def _mean_nll_rows(Z, y, T, divide):
+    keep = y != -100
+    S = Z[keep] / T
+    per_row = np.logaddexp.reduce(S, axis=1) - S[np.arange(len(S)), y[keep]]
+    return float(per_row.sum() / divide(y))
+
+
+def _mean_nll_wrong_axis(Z, y, T=1.0):  # LogSumExp over the positions (axis 0), not the vocabulary
+    S, keep = Z / T, y != -100
+    lse = np.logaddexp.reduce(S, axis=0)  # (V,)
+    return float(np.mean(lse[y[keep]] - S[keep, y[keep]]))
+
+
+ANSWERS["mean_nll"] = Answers(
+    check=sm_lesson.check_mean_nll,
+    right={
+        "loop_fsum": _mean_nll_loop,
+        "float32": _mean_nll_float32,
+        "masked_weights": _mean_nll_masked_weights,
+        "columns_layout": _mean_nll_columns,
+        "wrapped": _mean_nll_wrapped,
+    },
+    wrong={
+        "divides_by_all_rows": lambda Z, y, T=1.0: _mean_nll_rows(Z, y, T, len),
+        "sums": lambda Z, y, T=1.0: _mean_nll_rows(Z, y, T, lambda y: 1),
+        "ignores_T": lambda Z, y, T=1.0: _mean_nll_loop(Z, y, 1.0),
+        "T_after_the_log": lambda Z, y, T=1.0: _mean_nll_loop(Z, y, 1.0) / T,
+        "times_T": lambda Z, y, T=1.0: _mean_nll_loop(Z * T, y, 1.0),
+        "ignored_as_token_0": lambda Z, y, T=1.0: _mean_nll_loop(Z, np.where(y == -100, 0, y), T),
+        "via_probabilities": lambda Z, y, T=1.0: float(
+            np.mean(
+                [
+                    -np.log(np.exp(z / T - (z / T).max())[t] / np.exp(z / T - (z / T).max()).sum())
+                    for z, t in zip(Z, y)
+                    if t != -100
+                ]
+            )
+        ),
+        "logsumexp_over_positions": _mean_nll_wrong_axis,
+        "T_only_in_the_logsumexp": lambda Z, y, T=1.0: float(
+            np.mean([np.logaddexp.reduce(z / T) - z[t] for z, t in zip(Z, y) if t != -100])
+        ),
+    },
+    refused={
+        "reference": (lambda Z, y, T=1.0: sm_lesson.mean_nll_reference(Z, y, T), "write it yourself"),
+        "torch_cross_entropy": (
+            lambda Z, y, T=1.0: float(
+                F.cross_entropy(torch.from_numpy(Z / T), torch.from_numpy(y), ignore_index=-100)
+            ),
+            "write it yourself",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 02: the gradient of the NLL
+
+
+def _ce_grad_loop(z, y):
+    m = max(z)
+    e = [math.exp(v - m) for v in z]
+    s = math.fsum(e)
+    return np.array([v / s - (1.0 if i == y else 0.0) for i, v in enumerate(e)])
+
+
+def _ce_grad_float32(z, y):
+    z32 = np.asarray(z, dtype=np.float32)
+    e = np.exp(z32 - z32.max())
+    g = e / e.sum()
+    g[y] -= np.float32(1.0)
+    return g
+
+
+def _ce_grad_onehot(z, y):  # p - onehot(y), p = exp(z - LSE(z))
+    return np.exp(z - np.logaddexp.reduce(z)) - np.eye(len(z))[y]
+
+
+def _ce_grad_target_as_rest(z, y):  # the target's entry written as minus the others' sum
+    e = np.exp(z - np.max(z))
+    p = e / e.sum()
+    g = p.copy()
+    g[y] = -(p.sum() - p[y])
+    return g
+
+
+@functools.wraps(_ce_grad_loop)
+def _ce_grad_wrapped(z, y):
+    return _ce_grad_onehot(z, y)
+
+
+def _ce_grad_in_place(z, y):
+    z -= z.max()
+    np.exp(z, out=z)
+    z /= z.sum()
+    z[y] -= 1
+    return z
+
+
+ANSWERS["my_ce_grad"] = Answers(
+    check=grad_lesson.check_ce_grad,
+    right={
+        "loop_fsum": _ce_grad_loop,
+        "float32": _ce_grad_float32,
+        "onehot_lse": _ce_grad_onehot,
+        "target_as_rest": _ce_grad_target_as_rest,
+        "wrapped": _ce_grad_wrapped,
+    },
+    wrong={
+        "sign": lambda z, y: -_ce_grad_onehot(z, y),
+        "softmax_only": lambda z, y: np.exp(z - np.logaddexp.reduce(z)),
+        "minus_onehot_only": lambda z, y: -np.eye(len(z))[y],
+        "naive_softmax": lambda z, y: np.exp(z) / np.exp(z).sum() - np.eye(len(z))[y],
+        "in_place": _ce_grad_in_place,
+        "log_probs_minus_onehot": lambda z, y: (z - np.logaddexp.reduce(z)) - np.eye(len(z))[y],
+        "minus_p_y_everywhere": lambda z, y: (
+            np.exp(z - np.logaddexp.reduce(z)) - np.exp(z[y] - np.logaddexp.reduce(z))
+        ),
+    },
+    refused={
+        "reference": (lambda z, y: handcalc.ce_grad(z, y), "that is the reference this exercise replaces"),
+        "autograd": (
+            lambda z, y: torch.autograd.grad(
+                F.cross_entropy(
+                    (t := torch.tensor(z, dtype=torch.float64, requires_grad=True))[None], torch.tensor([y])
+                ),
+                t,
+            )[0].numpy(),
+            "autograd does the work",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 02: a finite-difference gradient
+
+
+def _fd_central(eps, relative=False):
+    def estimate(f, z):
+        g = np.zeros(len(z))
+        for i in range(len(z)):
+            h = eps * max(1.0, abs(z[i])) if relative else eps
+            up, down = z.copy(), z.copy()
+            up[i] += h
+            down[i] -= h
+            g[i] = (f(up) - f(down)) / (up[i] - down[i])
+        return g
+
+    return estimate
+
+
+def _fd_float32_result(f, z):  # float64 differences, kept in a float32 array
+    g = np.zeros(len(z), dtype=np.float32)
+    for i, e in enumerate(np.eye(len(z))):
+        g[i] = (f(z + 1e-6 * e) - f(z - 1e-6 * e)) / 2e-6
+    return g
+
+
+def _fd_five_point(f, z):  # another stencil: error ~ h^4
+    h, g = 1e-3, np.zeros(len(z))
+    for i, e in enumerate(np.eye(len(z))):
+        g[i] = (-f(z + 2 * h * e) + 8 * f(z + h * e) - 8 * f(z - h * e) + f(z - 2 * h * e)) / (12 * h)
+    return g
+
+
+def _fd_richardson(f, z):  # two central differences, extrapolated
+    a, b = _fd_central(1e-3)(f, z), _fd_central(5e-4)(f, z)
+    return (4 * b - a) / 3
+
+
+_fd_wrapped = functools.wraps(_fd_five_point)(lambda f, z: _fd_central(1e-5)(f, z))
+
+
+def _fd_forward(eps):
+    def estimate(f, z):
+        return np.array([(f(z + eps * e) - f(z)) / eps for e in np.eye(len(z))])
+
+    return estimate
+
+
+def _fd_all_at_once(f, z):  # nudges every coordinate together: a directional derivative
+    return np.full(len(z), (f(z + 1e-5) - f(z - 1e-5)) / 2e-5)
+
+
+def _fd_in_place(f, z):
+    g = np.zeros(len(z))
+    for i in range(len(z)):
+        z[i] += 1e-5
+        up = f(z)
+        z[i] -= 2e-5
+        down = f(z)
+        z[i] += 1e-5
+        g[i] = (up - down) / 2e-5
+    return g
+
+
+ANSWERS["numerical_gradient"] = Answers(
+    check=grad_lesson.check_finite_difference,
+    right={
+        "central_1e-6": _fd_central(1e-6),
+        "float32_result": _fd_float32_result,
+        "relative_step": _fd_central(1e-5, relative=True),
+        "five_point": _fd_five_point,
+        "richardson": _fd_richardson,
+        "wrapped": _fd_wrapped,
+    },
+    wrong={
+        "forward_1e-5": _fd_forward(1e-5),
+        "central_eps_1e-2": _fd_central(1e-2),
+        "central_eps_1e-13": _fd_central(1e-13),
+        "divides_by_eps": lambda f, z: 2 * _fd_central(1e-5)(f, z),
+        "all_coordinates_at_once": _fd_all_at_once,
+        "nudges_z_in_place": _fd_in_place,
+    },
+    refused={
+        "course_numerical_grad": (
+            lambda f, z: grad_lesson.numerical_grad(f, z),
+            "that is the reference this exercise replaces",
+        ),
+        "exact_gradient_table": (
+            lambda f, z: next(dg for g, dg in grad_lesson._FUNCTIONS.values() if g is f)(z),
+            "that is the reference this exercise replaces",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 02: the label-smoothing gradient
+
+
+def _smoothed_p_minus_q(z, y, eps):
+    e = np.exp(z - np.max(z))
+    q = np.full(len(z), eps / len(z))
+    q[y] += 1.0 - eps
+    return e / e.sum() - q
+
+
+def _smoothed_float32(z, y, eps):
+    z32 = np.asarray(z, dtype=np.float32)
+    e = np.exp(z32 - z32.max())
+    q = np.full(len(z), np.float32(eps) / len(z), dtype=np.float32)
+    q[y] += np.float32(1.0) - np.float32(eps)
+    return e / e.sum() - q
+
+
+def _smoothed_plus_correction(z, y, eps):  # ce_grad plus eps (onehot(y) - 1/V)
+    onehot = np.eye(len(z))[y]
+    return _ce_grad_loop(z, y) + eps * (onehot - 1.0 / len(z))
+
+
+def _smoothed_mixture(z, y, eps):  # (1 - eps) ce_grad + eps (p - uniform): the loss is a mixture
+    p = np.exp(z - np.logaddexp.reduce(z))
+    return (1 - eps) * (p - np.eye(len(z))[y]) + eps * (p - 1.0 / len(z))
+
+
+_smoothed_wrapped = functools.wraps(_smoothed_p_minus_q)(
+    lambda z, y, eps: _smoothed_plus_correction(z, y, eps)
+)
+
+
+def _smoothed_q(z, y, eps, q_of):
+    p = np.exp(z - np.logaddexp.reduce(z))
+    return p - q_of(len(z), y, eps)
+
+
+def _q_over_v_minus_1(V, y, eps):  # eps spread over the V - 1 other tokens
+    q = np.full(V, eps / (V - 1) if V > 1 else 0.0)
+    q[y] = 1.0 - eps
+    return q
+
+
+def _q_target_loses_its_share(V, y, eps):  # eps / V to the others, the target only 1 - eps
+    q = np.full(V, eps / V)
+    q[y] = 1.0 - eps
+    return q
+
+
+ANSWERS["smoothed_ce_grad"] = Answers(
+    check=grad_lesson.check_smoothed_ce_grad,
+    right={
+        "p_minus_q": _smoothed_p_minus_q,
+        "float32": _smoothed_float32,
+        "ce_grad_plus_correction": _smoothed_plus_correction,
+        "mixture": _smoothed_mixture,
+        "wrapped": _smoothed_wrapped,
+    },
+    wrong={
+        "eps_over_V_minus_1": lambda z, y, eps: _smoothed_q(z, y, eps, _q_over_v_minus_1),
+        "target_without_its_share": lambda z, y, eps: _smoothed_q(z, y, eps, _q_target_loses_its_share),
+        "no_smoothing": lambda z, y, eps: _ce_grad_loop(z, y),
+        "eps_not_divided_by_V": lambda z, y, eps: _smoothed_q(
+            z, y, eps, lambda V, y, eps: (1 - eps) * np.eye(V)[y] + eps
+        ),
+        "sign_of_correction": lambda z, y, eps: _ce_grad_loop(z, y) - eps * (np.eye(len(z))[y] - 1 / len(z)),
+        "sign": lambda z, y, eps: -_smoothed_p_minus_q(z, y, eps),
+    },
+    refused={
+        "reference": (
+            lambda z, y, eps: grad_lesson.smoothed_ce_grad_autograd(z, y, eps),
+            "that is the reference this exercise replaces",
+        ),
+        "autograd_on_label_smoothing": (
+            lambda z, y, eps: torch.autograd.grad(
+                F.cross_entropy(
+                    (t := torch.tensor(z, dtype=torch.float64, requires_grad=True))[None],
+                    torch.tensor([y]),
+                    label_smoothing=eps,
+                ),
+                t,
+            )[0].numpy(),
+            "your function called",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 02: the gradient of a tied embedding
+
+
+def _tied_loops(E, x, y):
+    V, D = E.shape
+    ids, tgt = x.reshape(-1).tolist(), y.reshape(-1).tolist()
+    n = len(ids)
+    dE = torch.zeros_like(E)
+    for i, t in zip(ids, tgt):
+        p = torch.softmax(E[i] @ E.T, dim=-1)
+        dz = p.clone()
+        dz[t] -= 1.0
+        dz /= n
+        for v in range(V):
+            dE[v] += dz[v] * E[i]  # the head: row v of the output matrix
+        dE[i] += dz @ E  # the lookup: back into the row that was read
+    return dE
+
+
+def _tied_float32(E, x, y):
+    E32 = E.float()
+    ids = x.reshape(-1)
+    h = E32[ids]
+    P = torch.softmax(h @ E32.T, dim=-1)
+    dZ = (P - F.one_hot(y.reshape(-1), E.shape[0]).float()) / ids.numel()
+    return (dZ.T @ h).index_add(0, ids, dZ @ E32)
+
+
+def _tied_onehot_matmul(E, x, y):  # the lookup as a one-hot matrix: H = X E, so dE += X^T dH
+    ids = x.reshape(-1)
+    X = F.one_hot(ids, E.shape[0]).to(E.dtype)  # (n, V)
+    h = X @ E
+    dZ = (torch.softmax(h @ E.T, -1) - F.one_hot(y.reshape(-1), E.shape[0]).to(E.dtype)) / ids.numel()
+    return dZ.T @ h + X.T @ (dZ @ E)
+
+
+@torch.no_grad()
+def _tied_batched(E, x, y):  # keeps (N, T): einsum over both axes, index_put_ with accumulate
+    P = torch.softmax(torch.einsum("ntd,vd->ntv", E[x], E), dim=-1)
+    dZ = (P - F.one_hot(y, E.shape[0]).to(E.dtype)) / x.numel()
+    dE = torch.einsum("ntv,ntd->vd", dZ, E[x])
+    return dE.index_put_((x.reshape(-1),), (dZ @ E).reshape(-1, E.shape[1]), accumulate=True)
+
+
+def _tied_parts(E, x, y):
+    ids = x.reshape(-1)
+    h = E[ids]
+    dZ = (torch.softmax(h @ E.T, -1) - F.one_hot(y.reshape(-1), E.shape[0]).to(E.dtype)) / ids.numel()
+    return ids, h, dZ
+
+
+def _tied_head_only(E, x, y):
+    ids, h, dZ = _tied_parts(E, x, y)
+    return dZ.T @ h
+
+
+def _tied_lookup_only(E, x, y):
+    ids, h, dZ = _tied_parts(E, x, y)
+    return torch.zeros_like(E).index_add(0, ids, dZ @ E)
+
+
+def _tied_fancy_index(E, x, y):  # dE[ids] += dH keeps one row per repeated id
+    ids, h, dZ = _tied_parts(E, x, y)
+    dE = dZ.T @ h
+    dE[ids] += dZ @ E
+    return dE
+
+
+def _tied_no_mean(E, x, y):
+    return _tied_onehot_matmul(E, x, y) * x.numel()
+
+
+def _tied_per_row_mean(E, x, y):  # divides by T (the row length), not by N*T
+    return _tied_onehot_matmul(E, x, y) * x.numel() / x.shape[1]
+
+
+def _tied_onehot_of_inputs(E, x, y):  # the one-hot of the ids read, not of the targets
+    return _tied_onehot_matmul(E, x, x)
+
+
+def _tied_logits_not_probabilities(E, x, y):  # dZ from the logits, the softmax forgotten
+    ids = x.reshape(-1)
+    h = E[ids]
+    dZ = (h @ E.T - F.one_hot(y.reshape(-1), E.shape[0]).to(E.dtype)) / ids.numel()
+    return (dZ.T @ h).index_add(0, ids, dZ @ E)
+
+
+ANSWERS["tied_grads"] = Answers(
+    check=backprop.check_tied_grads,
+    right={
+        "loops": _tied_loops,
+        "float32": _tied_float32,
+        "onehot_matmul": _tied_onehot_matmul,
+        "batched_no_grad": _tied_batched,
+    },
+    wrong={
+        "head_only": _tied_head_only,
+        "lookup_only": _tied_lookup_only,
+        "fancy_index_add": _tied_fancy_index,
+        "no_mean": _tied_no_mean,
+        "per_row_mean": _tied_per_row_mean,
+        "onehot_of_inputs": _tied_onehot_of_inputs,
+        "logits_not_probabilities": _tied_logits_not_probabilities,
+    },
+    refused={
+        "course_tied_grads": (
+            lambda E, x, y: backprop.tied_grads(E, x, y),
+            "that is the course's own answer",
+        ),
+        "autograd": (
+            lambda E, x, y: torch.autograd.grad(
+                F.cross_entropy(
+                    ((e := E.clone().requires_grad_(True))[x] @ e.T).reshape(-1, E.shape[0]), y.reshape(-1)
+                ),
+                e,
+            )[0],
+            "autograd does the work",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 03: per-position NLL
+
+
+def _pp_flat(z, y):
+    V = z.shape[-1]
+    nll = F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), reduction="none")
+    return nll.view(y[:, 1:].shape)
+
+
+def _pp_float32_gather(z, y):  # in float32, from log_softmax and gather, ignored targets zeroed
+    logp = torch.log_softmax(z[:, :-1].float(), dim=-1)
+    target = y[:, 1:]
+    valid = target != -100
+    nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
+    return nll * valid
+
+
+def _pp_classes_on_dim_1(z, y):
+    return F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:], reduction="none")
+
+
+def _pp_row_by_row(z, y):  # one row at a time: (L-1, V) against (L-1,), then stacked
+    return torch.stack([F.cross_entropy(r[:-1], t[1:], reduction="none") for r, t in zip(z, y)])
+
+
+@torch.no_grad()
+def _pp_float64_no_grad(z, y):
+    return _pp_flat(z.double(), y)
+
+
+def _pp_flatten_unflatten(z, y):
+    shift_logits, shift_labels = z[..., :-1, :].contiguous(), y[..., 1:].contiguous()
+    nll = F.cross_entropy(shift_logits.flatten(0, 1), shift_labels.flatten(), reduction="none")
+    return nll.unflatten(0, shift_labels.shape)
+
+
+ANSWERS["my_per_position_nll"] = Answers(
+    check=seq.check_per_position_nll,
+    right={
+        "flatten_reshape": _pp_flat,
+        "float32_log_softmax_gather": _pp_float32_gather,
+        "classes_on_dim_1": _pp_classes_on_dim_1,
+        "row_by_row": _pp_row_by_row,
+        "float64_no_grad": _pp_float64_no_grad,
+        "flatten_unflatten": _pp_flatten_unflatten,
+    },
+    wrong={
+        "unflattened_layout": lambda z, y: F.cross_entropy(z[:, :-1], y[:, 1:], reduction="none"),
+        "no_shift": lambda z, y: F.cross_entropy(
+            z.reshape(-1, z.shape[-1]), y.reshape(-1), reduction="none"
+        ).view(y.shape),
+        "shift_the_wrong_way": lambda z, y: _pp_flat(z.flip(1), y.flip(1)).flip(1),
+        "not_reshaped_back": lambda z, y: _pp_flat(z, y).flatten(),
+        "mean": lambda z, y: F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:]),
+        "ignored_not_zeroed": lambda z, y: (
+            -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:].clamp(min=0)[..., None])[..., 0]
+        ),
+        "view_of_a_slice": lambda z, y: F.cross_entropy(
+            z[:, :-1].view(-1, z.shape[-1]), y[:, 1:].reshape(-1), reduction="none"
+        ).view(y[:, 1:].shape),
+    },
+    refused={
+        "lmcore_loss": (
+            lambda z, y: causal_lm_loss(z, y, reduction="none"),
+            "that is lmcore's loss, the one you are rebuilding",
+        ),
+        "lmcore_shift": (
+            lambda z, y: F.cross_entropy(
+                shift_for_next_token(z, y)[0].transpose(1, 2), y[:, 1:], reduction="none"
+            ),
+            "write the shift yourself",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 03: the causal-LM loss by hand
+
+
+def _lm_gather(z, y):
+    logp = torch.log_softmax(z[:, :-1], dim=-1)
+    target = y[:, 1:]
+    valid = target != -100
+    nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
+    return (nll * valid).sum() / valid.sum()
+
+
+def _lm_float32_boolean_index(z, y):  # flatten, keep the valid rows, index them (float32 throughout)
+    V = z.shape[-1]
+    logp = torch.log_softmax(z[:, :-1].float(), dim=-1).reshape(-1, V)
+    target = y[:, 1:].reshape(-1)
+    keep = target != -100
+    return -logp[keep, target[keep]].mean()
+
+
+def _lm_lse_minus_logit(z, y):  # logsumexp minus the target's logit, weighted by a float mask
+    target = y[:, 1:]
+    w = (target != -100).to(z.dtype)
+    logits = z[:, :-1]
+    picked = logits.gather(-1, target.clamp(min=0)[..., None])[..., 0]
+    return ((torch.logsumexp(logits, -1) - picked) * w).sum() / w.sum()
+
+
+def _lm_onehot(z, y):  # the target's log-probability by a one-hot product
+    target = y[:, 1:]
+    valid = target != -100
+    logp = torch.log_softmax(z[:, :-1].double(), dim=-1)
+    picked = (logp * F.one_hot(target.clamp(min=0), z.shape[-1])).sum(-1)
+    return (-(picked * valid).sum() / valid.sum()).float()
+
+
+@torch.no_grad()
+def _lm_rows_no_grad(z, y):  # row by row, a running sum and count (a row may have none)
+    total, count = torch.zeros((), dtype=torch.float64), 0
+    for row, labels in zip(z, y):
+        logp = torch.log_softmax(row[:-1].double(), -1)
+        for t, label in enumerate(labels[1:].tolist()):
+            if label != -100:
+                total -= logp[t, label]
+                count += 1
+    return total / count
+
+
+def _lm_wrong(z, y, *, shift=True, mask=True, divide="valid", logp=None):
+    logits, target = (z[:, :-1], y[:, 1:]) if shift else (z, y)
+    lp = torch.log_softmax(logits, -1) if logp is None else logp(logits)
+    valid = target != -100 if mask else torch.ones_like(target, dtype=torch.bool)
+    nll = -lp.gather(-1, target.clamp(min=0)[..., None])[..., 0] * valid
+    if divide == "valid":
+        return nll.sum() / valid.sum()
+    if divide == "all":
+        return nll.sum() / target.numel()
+    if divide == "rows":
+        return (nll.sum(1) / valid.sum(1).clamp(min=1)).mean()
+    return nll.sum()
+
+
+ANSWERS["my_causal_lm_loss"] = Answers(
+    check=seq.check_causal_lm_loss,
+    right={
+        "gather_mask": _lm_gather,
+        "float32_boolean_index": _lm_float32_boolean_index,
+        "logsumexp_minus_logit": _lm_lse_minus_logit,
+        "onehot_product": _lm_onehot,
+        "rows_no_grad": _lm_rows_no_grad,
+    },
+    wrong={
+        "unshifted": lambda z, y: _lm_wrong(z, y, shift=False),
+        "no_mask": lambda z, y: _lm_wrong(z, y, mask=False),
+        "mean_over_all_positions": lambda z, y: _lm_wrong(z, y, divide="all"),
+        "sum": lambda z, y: _lm_wrong(z, y, divide="sum"),
+        "row_means_averaged": lambda z, y: _lm_wrong(z, y, divide="rows"),
+        "log_of_softmax": lambda z, y: _lm_wrong(z, y, logp=lambda t: torch.log(torch.softmax(t, -1))),
+        "softmax_over_positions": lambda z, y: _lm_wrong(z, y, logp=lambda t: torch.log_softmax(t, 1)),
+        "gathers_minus_100": lambda z, y: -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:, None]).mean(),
+    },
+    refused={
+        "lmcore_loss": (lambda z, y: causal_lm_loss(z, y), "that is lmcore's loss"),
+        "cross_entropy_ignore_index": (
+            lambda z, y: F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]), y[:, 1:].reshape(-1)),
+            "switched off",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 03: loss and global gradient norm
+
+
+def _gn_solution(model, ids, reduction):
+    model.zero_grad()
+    loss = causal_lm_loss(model(ids), ids, reduction=reduction)
+    loss.backward()
+    squares = sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+    return {"loss": loss.item(), "grad_norm": squares**0.5}
+
+
+def _gn_float32(model, ids, reduction):  # the squares added up in float32
+    for p in model.parameters():
+        p.grad = None
+    loss = causal_lm_loss(model(ids), ids, reduction=reduction)
+    loss.backward()
+    squares = torch.zeros((), dtype=torch.float32)
+    for p in model.parameters():
+        if p.grad is not None:
+            squares += p.grad.float().pow(2).sum()
+    return {"loss": float(loss), "grad_norm": float(squares.sqrt())}
+
+
+def _gn_autograd_grad(model, ids, reduction):  # torch.autograd.grad: .grad is never read
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss = causal_lm_loss(model(ids), ids, reduction=reduction)
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    flat = torch.cat([g.reshape(-1) for g in grads if g is not None])
+    return {"loss": loss.item(), "grad_norm": float(torch.linalg.vector_norm(flat))}
+
+
+def _gn_norm_of_norms(model, ids, reduction):  # the norm of the per-parameter norms
+    model.zero_grad(set_to_none=True)
+    loss = causal_lm_loss(model(ids), ids, reduction=reduction)
+    loss.backward()
+    norms = torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])
+    return {"loss": loss.item(), "grad_norm": norms.norm().item()}
+
+
+_gn_wrapped = functools.wraps(_gn_solution)(
+    lambda model, ids, reduction: _gn_norm_of_norms(model, ids, reduction)
+)
+
+
+def _gn_changed(change):
+    def fn(model, ids, reduction):
+        out = _gn_solution(model, ids, reduction)
+        out["grad_norm"] = change(model, out)
+        return out
+
+    return fn
+
+
+def _gn_stale(model, ids, reduction):  # no zero_grad: adds to the earlier backward's gradients
+    loss = causal_lm_loss(model(ids), ids, reduction=reduction)
+    loss.backward()
+    squares = sum(float(p.grad.pow(2).sum()) for p in model.parameters())
+    return {"loss": loss.item(), "grad_norm": squares**0.5}
+
+
+ANSWERS["my_loss_and_grad_norm"] = Answers(
+    check=seq.check_loss_and_grad_norm,
+    right={
+        "zero_grad_sum_of_squares": _gn_solution,
+        "float32_squares": _gn_float32,
+        "autograd_grad_vector_norm": _gn_autograd_grad,
+        "norm_of_norms": _gn_norm_of_norms,
+        "wrapped": _gn_wrapped,
+    },
+    wrong={
+        "stale_gradients": _gn_stale,
+        "ignores_reduction": lambda m, ids, r: _gn_solution(m, ids, "mean"),
+        "sum_of_norms": _gn_changed(lambda m, out: float(sum(p.grad.norm() for p in m.parameters()))),
+        "squared_norm": _gn_changed(lambda m, out: out["grad_norm"] ** 2),
+        "largest_parameter_norm": _gn_changed(
+            lambda m, out: float(max(p.grad.norm() for p in m.parameters()))
+        ),
+        "norm_of_the_weights": _gn_changed(
+            lambda m, out: float(sum(p.detach().pow(2).sum() for p in m.parameters())) ** 0.5
+        ),
+        "mean_of_squares": _gn_changed(
+            lambda m, out: float(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).pow(2).mean().sqrt())
+        ),
+    },
+    refused={
+        "reference": (
+            lambda m, ids, r: seq.reference_loss_and_grad_norm(m, ids, r),
+            "that is the course's own reference",
+        ),
+        "clip_grad_norm": (
+            lambda m, ids, r: {
+                "loss": (loss := causal_lm_loss(m(ids), ids, reduction=r)).item(),
+                "grad_norm": (
+                    m.zero_grad(),
+                    loss.backward(),
+                    float(torch.nn.utils.clip_grad_norm_(m.parameters(), float("inf"))),
+                )[2],
+            },
+            "torch's norm helper",
+        ),
+    },
+)
