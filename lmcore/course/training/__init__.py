@@ -17,6 +17,8 @@
   :mod:`lmcore.course.training.exposure`.
 - ``lr_sweep``: one small model trained at several constant learning rates (too small crawls,
   too large diverges), and its plot.
+- ``watch``: the run watched: a progress bar, the loss curve redrawn at every record, and what
+  an interrupt leaves (the partial run, then the reference run for the rest of the notebook).
 
 The notebook imports these modules (``from lmcore.course.training import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
@@ -32,4 +34,5 @@ __all__ = [
     "exposure",
     "exposure_views",
     "lr_sweep",
+    "watch",
 ]
