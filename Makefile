@@ -103,6 +103,7 @@ test-browser: $(BROWSER_STAMP)
 # The course website: a static HTML site of the committed, executed notebooks (never re-executed),
 # built offline by Sphinx + myst-nb + sphinx-book-theme in its own venv into build/site/html.
 # SITE_REPO=owner/repo sets the GitHub repository its Colab links open (default: the origin remote).
+# SOLUTIONS=0: no solution toggles, no Colab or GitHub buttons, the graded edition as the download.
 .PHONY: site test-site
 SITE_VENV  := .venv-site
 SITE_STAMP := $(SITE_VENV)/.installed
@@ -113,15 +114,19 @@ $(SITE_STAMP): requirements-site.txt
 	touch $(SITE_STAMP)
 
 site: $(SITE_STAMP)
-	$(SITE_VENV)/bin/python site/build.py $(if $(SITE_REPO),--repo $(SITE_REPO))
+	$(SITE_VENV)/bin/python site/build.py $(if $(SITE_REPO),--repo $(SITE_REPO)) $(NO_SOLUTIONS)
 
 # Real-browser test of the built site (headless Debian chromium + playwright, as test-browser);
 # screenshots in .browser-test/site/. Skips without chromium.
 test-site: site $(BROWSER_STAMP)
 	$(BIN)/python browser/site_test.py build/site/html
 
+# make student SOLUTIONS=0: the graded-class edition (stubs offer hints only; student/.lmcore/edition.json
+# turns show_solution's reference solution off in it). make site SOLUTIONS=0: the site without them.
+SOLUTIONS ?= 1
+NO_SOLUTIONS := $(if $(filter 0,$(SOLUTIONS)),--no-solutions)
 student: $(STAMP)
-	$(BIN)/python -m lmcore.course.build.workspace --student student
+	$(BIN)/python -m lmcore.course.build.workspace --student $(NO_SOLUTIONS) student
 
 # Re-execute notebooks in place (top to bottom, widget state stripped): make notebooks NB="01_*"
 NB ?= *

@@ -8,7 +8,14 @@ Sphinx writes ``build/site/html``. The GitHub repository the links point to come
 ``--repo``, ``$LMCORE_SITE_REPO``, ``$GITHUB_REPOSITORY`` (set in GitHub Actions) or the
 ``origin`` remote, in that order, else lmcore.course.colab's REPO_URL.
 
+Without solutions (``--no-solutions``, ``$LMCORE_SITE_NO_SOLUTIONS=1`` or ``make site
+SOLUTIONS=0``: the site of a graded class) each exercise shows its stub and no toggle; the links
+bar and the widget notes leave out Colab and GitHub (they open the repository's notebooks, the
+instructor edition), the download is the graded-class student edition (hints only, outputs
+cleared), and site/conf.py turns the theme's repository and Colab buttons off.
+
     python site/build.py [--out build/site] [--repo OWNER/REPO] [--branch main] [--prepare-only]
+                         [--no-solutions]
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 __all__ = [
+    "NO_SOLUTIONS_ENV",
+    "no_solutions",
     "PLACEHOLDER_REPO",
     "github_repo",
     "colab_url",
@@ -46,6 +55,7 @@ __all__ = [
 ]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+NO_SOLUTIONS_ENV = "LMCORE_SITE_NO_SOLUTIONS"  # site/conf.py reads it too
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _REMOTE_RE = re.compile(r"github\.com[:/]+([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
@@ -89,6 +99,13 @@ def github_repo(explicit: str | None = None, env=None, cwd: Path = ROOT) -> str:
     return f"{m.group(1)}/{m.group(2)}" if m else PLACEHOLDER_REPO
 
 
+def no_solutions(env=None) -> bool:
+    """Whether ``$LMCORE_SITE_NO_SOLUTIONS`` asks for the site without solutions (set to anything
+    but ``""``, ``0``, ``false`` or ``no``)."""
+    env = os.environ if env is None else env
+    return env.get(NO_SOLUTIONS_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
 def colab_url(repo: str, name: str, branch: str = "main") -> str:
     """Colab's URL for ``notebooks/<name>`` of the GitHub repository ``repo`` at ``branch``
     (lmcore.course.colab's, for that repository)."""
@@ -130,10 +147,11 @@ def _rewrite_links(markdown: str, repo: str, branch: str, images: list, base: st
     return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", link, markdown)
 
 
-def landing_page(readme: str, repo: str, names: list, branch: str = "main") -> tuple:
+def landing_page(readme: str, repo: str, names: list, branch: str = "main", solutions: bool = True) -> tuple:
     """(markdown of index.md, the README pictures it shows) from the README: its title, its
     opening paragraphs, "What you will be able to do" and the course map, and a toctree of
-    ``names`` (the notebooks' file names) for the navigation."""
+    ``names`` (the notebooks' file names) for the navigation. ``solutions=False``: the page says
+    the exercises are shown without their solutions."""
     title = re.search(r"^# (.+)$", readme, flags=re.M)
     if not title:
         raise ValueError("README has no '# title' line")
@@ -144,6 +162,10 @@ def landing_page(readme: str, repo: str, names: list, branch: str = "main") -> t
         "outputs and figures; each exercise's reference solution is behind a toggle. The widgets "
         "need a running Python: open a notebook in Colab (the link under each title), or clone "
         f"[the repository](https://github.com/{repo}) and run `make lab`."
+        if solutions
+        else "This site shows every notebook executed top to bottom, with its outputs and figures; "
+        "the exercises are shown without their solutions. The widgets need a running Python: "
+        "download a notebook (the link under each title) and run it in your course's environment."
     )
     hero = re.search(r"^!\[[^\]]*\]\([^)]+\)$", readme[: readme.find("\n## ")], flags=re.M)
     body = "\n\n".join(
@@ -162,20 +184,38 @@ def landing_page(readme: str, repo: str, names: list, branch: str = "main") -> t
     return re.sub(r"\n{3,}", "\n\n", body).rstrip() + "\n\n" + toc, images
 
 
-def _links_bar(repo: str, name: str, branch: str) -> str:
+def _links_bar(repo: str, name: str, branch: str, solutions: bool = True) -> str:
+    """Colab, download, GitHub; without solutions the download only (Colab and GitHub open the
+    repository's notebooks: the instructor edition)."""
     colab = html.escape(colab_url(repo, name, branch))
     github = html.escape(f"https://github.com/{repo}/blob/{branch}/notebooks/{name}")
+    download = (
+        f'<a class="lmcore-download" href="notebooks/{html.escape(name)}" download>'
+        "Download the notebook (.ipynb)</a>"
+    )
+    if not solutions:
+        return f'<div class="lmcore-links">{download}</div>'
     return (
         '<div class="lmcore-links">'
         f'<a class="lmcore-colab" href="{colab}">Open in Colab</a>'
-        f'<a class="lmcore-download" href="notebooks/{html.escape(name)}" download>'
-        "Download the notebook (.ipynb)</a>"
+        f"{download}"
         f'<a class="lmcore-github" href="{github}">View on GitHub</a>'
         "</div>"
     )
 
 
-def _widget_note(repo: str, name: str, branch: str) -> dict:
+def _widget_note(repo: str, name: str, branch: str, solutions: bool = True) -> dict:
+    if not solutions:
+        text = (
+            "Interactive widget: its controls need a running Python kernel. Download this notebook "
+            "and run it; the static output above shows it at its start."
+        )
+        markup = (
+            '<div class="lmcore-widget-note" role="note"><strong>Interactive widget.</strong> '
+            "Its controls need a running Python kernel: download this notebook and run it. "
+            "The static output above shows it at its start.</div>"
+        )
+        return nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": text})
     colab = html.escape(colab_url(repo, name, branch))
     text = (
         "Interactive widget: its controls need a running Python kernel. Open this notebook in "
@@ -199,11 +239,14 @@ def _solution_toggle(source: str) -> dict:
     return nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": source})
 
 
-def site_notebook(nb, name: str, repo: str, branch: str = "main", images: list | None = None):
+def site_notebook(
+    nb, name: str, repo: str, branch: str = "main", images: list | None = None, solutions: bool = True
+):
     """A copy of ``nb`` for the site: outputs kept; in each exercise cell the solution replaced
-    by the learner's stub and shown whole behind a toggle; every widget output replaced by a
-    note; the Colab install cell tagged to be left out; links in the markdown as for the README
-    (pictures collected in ``images``); the links bar under the title; widget state dropped. ``nb`` is not changed."""
+    by the learner's stub and shown whole behind a toggle (``solutions=False``: no toggle, and
+    no Colab or GitHub link); every widget output replaced by a note; the Colab install cell
+    tagged to be left out; links in the markdown as for the README (pictures collected in
+    ``images``); the links bar under the title; widget state dropped. ``nb`` is not changed."""
     images = [] if images is None else images
     student, colab = _course("build/student.py"), _course("colab.py")
     nb = nbformat.reads(nbformat.writes(nbformat.from_dict(nb)), as_version=4)  # a deep copy
@@ -216,10 +259,11 @@ def site_notebook(nb, name: str, repo: str, branch: str = "main", images: list |
         elif cell.cell_type == "code":
             stub = student.strip_solutions(cell.source, where=f"{name}, cell {i}")
             if stub != cell.source:
-                cell.outputs = [_solution_toggle(cell.source)] + list(cell.outputs)
+                toggle = [_solution_toggle(cell.source)] if solutions else []
+                cell.outputs = toggle + list(cell.outputs)
                 cell.source = stub
             cell.outputs = [
-                _widget_note(repo, name, branch) if WIDGET_MIME in out.get("data", {}) else out
+                _widget_note(repo, name, branch, solutions) if WIDGET_MIME in out.get("data", {}) else out
                 for out in cell.outputs
             ]
         cells.append(cell)
@@ -237,15 +281,20 @@ def site_notebook(nb, name: str, repo: str, branch: str = "main", images: list |
     source = cells[title].source
     cells[
         title
-    ].source = f"{source[: heading.end()]}\n\n{_links_bar(repo, name, branch)}\n{source[heading.end() :]}"
+    ].source = (
+        f"{source[: heading.end()]}\n\n{_links_bar(repo, name, branch, solutions)}\n{source[heading.end() :]}"
+    )
     nb.cells = cells
     nb.metadata.pop("widgets", None)
     return nb
 
 
-def prepare(out: Path, repo: str, branch: str = "main", notebooks: Path = ROOT / "notebooks") -> list:
+def prepare(
+    out: Path, repo: str, branch: str = "main", notebooks: Path = ROOT / "notebooks", solutions: bool = True
+) -> list:
     """Write the Sphinx sources to ``out/src`` and the downloads to ``out/extra/notebooks``
-    (both made anew); returns the notebooks' file names. Reads ``notebooks`` only."""
+    (both made anew); returns the notebooks' file names. Reads ``notebooks`` only. The downloads
+    are the notebooks themselves, or without ``solutions`` the graded-class student edition."""
     src, extra = out / "src", out / "extra" / "notebooks"
     for folder in (src, out / "extra"):
         shutil.rmtree(folder, ignore_errors=True)
@@ -255,28 +304,33 @@ def prepare(out: Path, repo: str, branch: str = "main", notebooks: Path = ROOT /
     if not paths:
         raise ValueError(f"no notebook NN_*.ipynb in {notebooks}")
     index, images = landing_page(
-        (ROOT / "README.md").read_text(encoding="utf-8"), repo, [p.name for p in paths], branch
+        (ROOT / "README.md").read_text(encoding="utf-8"), repo, [p.name for p in paths], branch, solutions
     )
     (src / "index.md").write_text(index, encoding="utf-8")
     for path in paths:
         nb = nbformat.read(path, as_version=4)
-        nbformat.write(site_notebook(nb, path.name, repo, branch, images), src / path.name)
-        shutil.copy2(path, extra / path.name)
+        nbformat.write(site_notebook(nb, path.name, repo, branch, images, solutions), src / path.name)
+        if solutions:
+            shutil.copy2(path, extra / path.name)
+        else:
+            student = _course("build/student.py").student_notebook(nb, notes=True, solutions=False)
+            nbformat.write(student, extra / path.name)
     for image in sorted(set(images)):
         (src / image).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / image, src / image)
     return [p.name for p in paths]
 
 
-def build(out: Path, repo: str, branch: str = "main", jobs: str = "auto") -> Path:
+def build(out: Path, repo: str, branch: str = "main", jobs: str = "auto", solutions: bool = True) -> Path:
     """prepare(), then Sphinx (warnings are errors) into ``out/html``; returns that folder."""
-    prepare(out, repo, branch)
+    prepare(out, repo, branch, solutions=solutions)
     html_dir = out / "html"
     shutil.rmtree(html_dir, ignore_errors=True)
     shutil.rmtree(out / "doctrees", ignore_errors=True)
     env = dict(
         os.environ, LMCORE_SITE_REPO=repo, LMCORE_SITE_BRANCH=branch, LMCORE_SITE_EXTRA=str(out / "extra")
     )
+    env[NO_SOLUTIONS_ENV] = "0" if solutions else "1"  # site/conf.py: the theme's buttons
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", jobs]
     cmd += ["-c", str(HERE), "-d", str(out / "doctrees"), str(out / "src"), str(html_dir)]
     subprocess.run(cmd, check=True, env=env)
@@ -290,17 +344,25 @@ def main(argv=None) -> int:
     parser.add_argument("--repo", help="OWNER/REPO on GitHub for the Colab and GitHub links")
     parser.add_argument("--branch", default=os.environ.get("LMCORE_SITE_BRANCH", "main"))
     parser.add_argument("--prepare-only", action="store_true", help="write the Sphinx sources only")
+    parser.add_argument(
+        "--no-solutions",
+        action="store_true",
+        default=no_solutions(),
+        help=f"the site of a graded class: no solution toggles, no Colab or GitHub links (${NO_SOLUTIONS_ENV}=1)",
+    )
     args = parser.parse_args(argv)
+    solutions = not args.no_solutions
     repo = github_repo(args.repo)
     if repo == PLACEHOLDER_REPO:
         print(f"site: links use the course's default repository {repo} (set LMCORE_SITE_REPO=OWNER/REPO)")
     start = time.monotonic()
     if args.prepare_only:
-        names = prepare(args.out, repo, args.branch)
+        names = prepare(args.out, repo, args.branch, solutions=solutions)
         print(f"site: {len(names)} notebooks prepared in {args.out / 'src'}")
         return 0
-    html_dir = build(args.out, repo, args.branch)
-    print(f"site: built {html_dir} in {time.monotonic() - start:.1f} s (links to github.com/{repo})")
+    html_dir = build(args.out, repo, args.branch, solutions=solutions)
+    what = "" if solutions else ", without solutions"
+    print(f"site: built {html_dir} in {time.monotonic() - start:.1f} s (links to github.com/{repo}{what})")
     return 0
 
 

@@ -1,6 +1,11 @@
 """Sphinx configuration of the course website; site/build.py prepares the sources and runs Sphinx
 with ``-c site`` (``make site``). Jupyter notebooks via myst-nb, never executed; the theme and
-MathJax ship in the wheels (requirements-site.txt), so the build and the pages need no network."""
+MathJax ship in the wheels (requirements-site.txt), so the build and the pages need no network.
+
+``LMCORE_SITE_NO_SOLUTIONS=1`` (set by ``site/build.py --no-solutions``, ``make site SOLUTIONS=0``):
+the site of a graded class. build.py leaves the solution toggles out of the pages; here the
+theme's repository button and Colab launch button go too (both open the repository's notebooks,
+the instructor edition)."""
 
 import importlib.util
 import os
@@ -20,6 +25,7 @@ mathjax_path = "mathjax/tex-chtml.js"
 
 REPO = os.environ.get("LMCORE_SITE_REPO", "your-user/lmcore")
 BRANCH = os.environ.get("LMCORE_SITE_BRANCH", "main")
+NO_SOLUTIONS = os.environ.get("LMCORE_SITE_NO_SOLUTIONS", "").strip().lower() not in ("", "0", "false", "no")
 
 # The committed outputs are the site's outputs: nothing runs. Widget views have no saved state
 # (site/build.py replaces them by a note), so no widget JavaScript (it would come from a CDN).
@@ -42,10 +48,10 @@ html_theme_options = {
     "repository_url": f"https://github.com/{REPO}",
     "repository_branch": BRANCH,
     "path_to_docs": "notebooks",  # the page 03_x is notebooks/03_x.ipynb in the repository
-    "use_repository_button": True,
+    "use_repository_button": not NO_SOLUTIONS,
     "use_download_button": False,
     "use_source_button": False,
-    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    "launch_buttons": {} if NO_SOLUTIONS else {"colab_url": "https://colab.research.google.com"},
     "home_page_in_toc": True,
     "show_toc_level": 2,
 }

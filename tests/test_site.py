@@ -119,6 +119,80 @@ def test_site_notebook_hides_solutions_replaces_widgets_keeps_outputs(path):
     assert len(page.cells) == len(original.cells)
 
 
+def _solution_lines(nb) -> list:
+    """The lines (over 12 characters) between the solution markers of every exercise of ``nb``."""
+    lines, inside = [], False
+    for cell in nb.cells:
+        for line in cell.source.splitlines() if cell.cell_type == "code" else []:
+            if "### BEGIN SOLUTION" in line or "### END SOLUTION" in line:
+                inside = "BEGIN" in line
+            elif inside and len(line.strip()) > 12:
+                lines.append(line.strip())
+    return lines
+
+
+def _page_text(nb) -> str:
+    """Everything a page shows: the sources and every output's text, HTML and plain."""
+    parts = [c.source for c in nb.cells]
+    for c in nb.cells:
+        for out in c.get("outputs", []):
+            parts.append(str(out.get("text", "")))
+            parts += [str(v) for k, v in out.get("data", {}).items() if k.startswith("text/")]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_site_without_solutions_shows_no_solution_and_no_colab_or_github_link(path):
+    original = nbformat.read(path, as_version=4)
+    page = site.site_notebook(original, path.name, REPO, solutions=False)
+    text = _page_text(page)
+    assert "lmcore-solution" not in text and "### BEGIN SOLUTION" not in text
+    leaked = [line for line in _solution_lines(original) if line in text]
+    assert not leaked, f"solution code on the page without solutions: {leaked[:3]}"
+    assert "colab.research.google.com" not in text and f"github.com/{REPO}/blob" not in text
+    assert f'href="notebooks/{path.name}" download' in text  # the download stays
+    assert len(page.cells) == len(original.cells)
+    with_them = site.site_notebook(original, path.name, REPO)  # the default keeps its toggles
+    assert "lmcore-solution" in _page_text(with_them)
+
+
+def test_prepare_without_solutions_downloads_the_graded_edition(tmp_path):
+    student = site._course("build/student.py")
+    names = site.prepare(tmp_path, REPO, solutions=False)
+    index = (tmp_path / "src" / "index.md").read_text(encoding="utf-8")
+    assert "without their solutions" in index and "toggle" not in index
+    for name in names:
+        original = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+        download = nbformat.read(tmp_path / "extra" / "notebooks" / name, as_version=4)
+        text = _page_text(download)
+        assert not [line for line in _solution_lines(original) if line in text]
+        assert "reference solution" not in text and "then solution" not in text
+        first_hint = student.NOTE_HINTS_ONLY.splitlines()[1].split("{name}")[1]
+        assert first_hint in text
+        assert all(not c.get("outputs") for c in download.cells if c.cell_type == "code")
+
+
+def test_no_solutions_is_the_option_or_the_environment_and_the_makefile_passes_it():
+    assert site.no_solutions({"LMCORE_SITE_NO_SOLUTIONS": "1"})
+    assert not any(site.no_solutions({"LMCORE_SITE_NO_SOLUTIONS": v}) for v in ("", "0", "false", "no"))
+    assert not site.no_solutions({})
+    conf = (ROOT / "site" / "conf.py").read_text()
+    assert (
+        'os.environ.get("LMCORE_SITE_NO_SOLUTIONS"' in conf
+        and '"use_repository_button": not NO_SOLUTIONS' in conf
+    )
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    for target, stamp, command in (
+        ("site", ".venv-site/.installed", "site/build.py"),
+        ("student", ".venv/.installed", "lmcore.course.build.workspace --student"),
+    ):
+        run = [["make", "-n", target, "-o", stamp, *more] for more in (["SOLUTIONS=0"], [])]
+        graded, default = (subprocess.run(r, cwd=ROOT, capture_output=True, text=True).stdout for r in run)
+        assert any(command in line and "--no-solutions" in line for line in graded.splitlines()), graded
+        assert command in default and "--no-solutions" not in default
+
+
 def test_site_notebook_links_point_at_pages_pictures_and_github():
     text = (
         "# T\n[03](03_sequence_to_loss.ipynb#the-shift) [readme](../README.md#tests) "

@@ -10,10 +10,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lmcore.course import solutions
 from lmcore.course.build import workspace as ws
 from lmcore.course.build.lab import lab_command, lab_settings
 from lmcore.course.build.lab import main as lab_main
-from lmcore.course.build.student import NOTE
+from lmcore.course.build.student import NOTE, NOTE_HINTS_ONLY
 from lmcore.course.build.workspace import build_student_edition
 
 REPO = Path(__file__).resolve().parent.parent
@@ -198,6 +199,101 @@ def test_the_start_page_help_line_imports_and_agrees_with_the_stubs():
     exec(line, namespace)  # noqa: S102 -- the start page's own line
     assert callable(namespace["show_solution"])
     assert line in NOTE
+
+
+def _stub_notes(folder: Path) -> str:
+    """Every comment line of every code cell of the notebooks in ``folder``: what the stubs say."""
+    return "\n".join(
+        line
+        for path in sorted(folder.glob("*.ipynb"))
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "code"
+        for line in cell.source.splitlines()
+        if line.strip().startswith("#")
+    )
+
+
+# the reference solution show_solution prints of f0 (the fuller hint quotes -math.log(p) itself)
+_SOLUTION_LINES = ("return -math.log(p)", "def f0(p):", "SOLUTION")
+
+
+def _ask(folder: Path, src: Path, monkeypatch, capsys, times: int) -> list[str]:
+    """``show_solution("f0")`` called ``times`` times in ``folder`` (a kernel's folder), fresh."""
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("LMCORE_NOTEBOOKS", str(src))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(solutions, "_ASKED", {})
+    outs = []
+    for _ in range(times):
+        solutions.show_solution("f0")
+        outs.append(capsys.readouterr().out)
+    return outs
+
+
+def test_the_graded_edition_has_no_route_to_the_solutions(tmp_path, monkeypatch, capsys):
+    src, out = _course(tmp_path / "src"), tmp_path / "graded"
+    monkeypatch.delenv(solutions.NO_SOLUTIONS_ENV, raising=False)
+    run = subprocess.run(  # what make student SOLUTIONS=0 runs
+        [".venv/bin/python", "-m", "lmcore.course.build.workspace", "--student", "--no-solutions"]
+        + ["--src", str(src), str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "graded-class edition (no reference solutions): 2 notebooks" in run.stdout
+    notes = _stub_notes(out)
+    assert NOTE_HINTS_ONLY.format(name="f0").splitlines()[1].strip() in notes
+    assert "reference solution" not in notes.lower() and "then solution" not in notes
+    assert json.loads((out / ws.EDITION).read_text())["solutions"] is False
+    outs = _ask(out, src, monkeypatch, capsys, times=12)
+    assert not any(line in o for o in outs for line in _SOLUTION_LINES)
+    assert "step 1 of 2, a nudge" in outs[0] and "step 2 of 2, the fuller hint" in outs[1]
+    assert "natural log" in outs[1] and "solutions are off in this edition" in outs[1]
+    assert all(solutions.OFF_IN_THIS_EDITION in o for o in outs[2:])
+    assert solutions.solutions_off(out / "a" / "b", env={})  # a notebook in a folder below it
+    refused = subprocess.run(  # the workspace has no graded mode: refused, not ignored
+        [".venv/bin/python", "-m", "lmcore.course.build.workspace", "--no-solutions", str(tmp_path / "w")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "--no-solutions goes with --student" in refused.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_default_edition_is_unchanged_and_reaches_the_solution(tmp_path, monkeypatch, capsys):
+    src, out = _course(tmp_path / "src"), tmp_path / "practice"
+    monkeypatch.delenv(solutions.NO_SOLUTIONS_ENV, raising=False)
+    build_student_edition(src, out)
+    assert NOTE.format(name="f0").splitlines()[1].strip() in _stub_notes(out)
+    assert json.loads((out / ws.EDITION).read_text())["solutions"] is True
+    outs = _ask(out, src, monkeypatch, capsys, times=3)
+    assert "step 3 of 3, the reference solution" in outs[2] and "return -math.log(p)" in outs[2]
+    # the environment variable turns them off anywhere, the marker notwithstanding
+    monkeypatch.setenv(solutions.NO_SOLUTIONS_ENV, "1")
+    outs = _ask(out, src, monkeypatch, capsys, times=6)
+    assert not any(line in o for o in outs for line in _SOLUTION_LINES)
+    assert solutions.OFF_IN_THIS_EDITION in outs[-1]
+
+
+def test_a_graded_edition_rebuilt_for_practice_turns_the_solutions_back_on(tmp_path, monkeypatch):
+    src, out = _course(tmp_path / "src"), tmp_path / "s"
+    build_student_edition(src, out, solutions=False)
+    assert solutions.solutions_off(out, env={})
+    build_student_edition(src, out, dry_run=True)
+    assert solutions.solutions_off(out, env={})  # a dry run writes nothing, the marker neither
+    build_student_edition(src, out)
+    assert not solutions.solutions_off(out, env={})
+    assert NOTE.format(name="f0").splitlines()[1].strip() in _stub_notes(out)
+    assert not solutions.solutions_off(tmp_path, env={})  # no marker anywhere above: on
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"solutions": "no"}', "[]"])
+def test_an_unreadable_edition_marker_counts_as_off(tmp_path, text):
+    (tmp_path / ".lmcore").mkdir()
+    (tmp_path / solutions.EDITION).write_text(text)
+    assert solutions.solutions_off(tmp_path, env={})
 
 
 def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):

@@ -7,12 +7,19 @@ half), then the reference solution, the function's cell from the instructor edit
 (``notebooks/`` of the repository lmcore is installed from, or ``$LMCORE_NOTEBOOKS``). The
 learner edition names the call above each exercise's stub. While nbgrader's autograder runs a
 notebook, the call only prints that it is off, so it can never earn points.
+
+In the graded-class edition (``make student SOLUTIONS=0`` writes ``.lmcore/edition.json`` with
+``{"solutions": false}`` beside its notebooks; the nearest such file in the current folder or a
+folder above it decides, and a kernel runs in its notebook's folder), or with
+``LMCORE_NO_SOLUTIONS=1``, the help stops after the fuller hint: a further call says the reference
+solutions are off in this edition and never prints a line of one.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import json
 import os
 import re
 from pathlib import Path
@@ -23,6 +30,10 @@ from .autograding import grading
 
 __all__ = [
     "OFF_WHILE_GRADING",
+    "OFF_IN_THIS_EDITION",
+    "EDITION",
+    "NO_SOLUTIONS_ENV",
+    "solutions_off",
     "instructor_notebooks",
     "find_exercise",
     "hints_of",
@@ -31,6 +42,12 @@ __all__ = [
 ]
 
 OFF_WHILE_GRADING = "show_solution is off while grading: nothing shown (the grader records this line)."
+OFF_IN_THIS_EDITION = (
+    "The reference solutions are off in this edition (a graded class): the nudge and the fuller "
+    "hint are all the help it gives. Reread them, then the check's message when you run it."
+)
+EDITION = ".lmcore/edition.json"  # {"solutions": false}: the graded-class edition
+NO_SOLUTIONS_ENV = "LMCORE_NO_SOLUTIONS"
 _COURSE = Path(__file__).resolve().parent
 _ASKED: dict[str, int] = {}
 _CHECK_CALL = re.compile(r"\b(check_\w+)\s*\(")
@@ -45,6 +62,26 @@ def instructor_notebooks() -> Path:
             "(pip install -e .) or set LMCORE_NOTEBOOKS to its notebooks/ folder"
         )
     return folder
+
+
+def solutions_off(here=None, env=None) -> bool:
+    """Whether the reference solutions are off: ``$LMCORE_NO_SOLUTIONS`` set (to anything but
+    ``""``, ``0``, ``false`` or ``no``), or the nearest ``.lmcore/edition.json`` in ``here`` (the
+    current folder) or a folder above it says ``"solutions": false``. A marker that cannot be
+    read counts as off: a graded class fails closed."""
+    env = os.environ if env is None else env
+    if env.get(NO_SOLUTIONS_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    here = Path.cwd() if here is None else Path(here)
+    for folder in (here.resolve(), *here.resolve().parents):
+        marker = folder / EDITION
+        if marker.is_file():
+            try:
+                data = json.loads(marker.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return True
+            return not (isinstance(data, dict) and data.get("solutions") is True)
+    return False
 
 
 def find_exercise(name: str) -> dict:
@@ -143,18 +180,23 @@ def _steps(ex: dict) -> list[tuple[str, str]]:
 
 def show_solution(name: str) -> None:
     """One more step of help for exercise ``name`` (its function's name) on each call: a nudge,
-    then the fuller hint, then the reference solution; each says how many steps remain."""
+    then the fuller hint, then the reference solution; each says how many steps remain. Where
+    the solutions are off (:func:`solutions_off`), the hints only, then :data:`OFF_IN_THIS_EDITION`."""
     if not isinstance(name, str) or not name.isidentifier():
         raise TypeError(f"name must be the exercise's function name as a string, got {name!r}")
     if grading():
         print(OFF_WHILE_GRADING)
         return
     ex = find_exercise(name)
-    steps = _steps(ex)
+    off = solutions_off()
+    steps = _steps(ex)[:-1] if off else _steps(ex)  # off: the solution is never even in reach
     _ASKED[name] = _ASKED.get(name, 0) + 1
+    if off and _ASKED[name] > len(steps):
+        print(f"{name} ({ex['notebook']}): {OFF_IN_THIS_EDITION}")
+        return
     k = min(_ASKED[name], len(steps))
     what, text = steps[k - 1]
-    sep = ":\n\n" if k == len(steps) else ": "
+    sep = ":\n\n" if k == len(steps) and not off else ": "
     print(f"{name} ({ex['notebook']}), step {k} of {len(steps)}, {what}{sep}{text}")
     if k < len(steps):
         left = len(steps) - k
@@ -162,3 +204,5 @@ def show_solution(name: str) -> None:
             f"Try once more with it. {left} more step{'s' if left > 1 else ''}: "
             f'show_solution("{name}") again gives {steps[k][0].split(" (")[0]}.'
         )
+    elif off:
+        print("That was the last hint: the reference solutions are off in this edition.")

@@ -5,7 +5,9 @@ Code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's markers
 function bodies, so the stub only fires when a check calls the function, and "Run All" reaches
 the end. ``make student`` writes the edition with
 :func:`lmcore.course.build.workspace.build_student_edition` (which never replaces a notebook
-someone changed).
+someone changed). The graded-class edition (``make student SOLUTIONS=0``, ``solutions=False``)
+puts :data:`NOTE_HINTS_ONLY` above each stub instead of :data:`NOTE`: hints only, no word of how
+to print the reference solution.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 
 import nbformat
 
-__all__ = ["BEGIN", "END", "STUB", "NOTE", "strip_solutions", "student_notebook"]
+__all__ = ["BEGIN", "END", "STUB", "NOTE", "NOTE_HINTS_ONLY", "strip_solutions", "student_notebook"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the check below.")'
@@ -23,14 +25,21 @@ NOTE = (
     "# Stuck? In a new cell: from lmcore.course.solutions import show_solution\n"
     '#   show_solution("{name}") gives a nudge; each call one step more (hint, then solution).'
 )
+# The same place in the graded-class edition: the hints, and nothing of the reference solution.
+NOTE_HINTS_ONLY = (
+    "# Stuck? In a new cell: from lmcore.course.solutions import show_solution\n"
+    '#   show_solution("{name}") gives a nudge; a second call the fuller hint (hints only here).'
+)
 _BEGIN_RE = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 _DEF_RE = re.compile(r"^(\s*)def\s+([A-Za-z_]\w*)\s*\(")
 
 
-def strip_solutions(source: str, where: str = "cell", *, notes: bool = False) -> str:
+def strip_solutions(source: str, where: str = "cell", *, notes: bool = False, solutions: bool = True) -> str:
     """Replace every solution block in ``source`` by a stub; errors on unbalanced markers. With
-    ``notes``, :data:`NOTE` (naming the enclosing function) goes above each stub."""
+    ``notes``, :data:`NOTE` (naming the enclosing function) goes above each stub, or
+    :data:`NOTE_HINTS_ONLY` when ``solutions`` is False (the graded-class edition)."""
     out, indent, lines, fn = [], None, source.splitlines(), None
+    note_text = NOTE if solutions else NOTE_HINTS_ONLY
     for n, line in enumerate(lines, 1):
         d = _DEF_RE.match(line)
         fn = d.group(2) if d and indent is None else fn
@@ -45,7 +54,7 @@ def strip_solutions(source: str, where: str = "cell", *, notes: bool = False) ->
                     "inside a function body so the stub does not stop Run All"
                 )
             if notes and fn:
-                out += [indent + note for note in NOTE.format(name=fn).splitlines()]
+                out += [indent + note for note in note_text.format(name=fn).splitlines()]
             out.append(indent + STUB)
         elif line.strip() == END:
             if indent is None:
@@ -58,15 +67,16 @@ def strip_solutions(source: str, where: str = "cell", *, notes: bool = False) ->
     return "\n".join(out)
 
 
-def student_notebook(nb, *, notes: bool = False):
+def student_notebook(nb, *, notes: bool = False, solutions: bool = True):
     """A copy of ``nb`` with solutions stubbed, outputs, execution counts and widget state cleared;
-    with ``notes``, each stub says how to ask for a hint and the solution."""
+    with ``notes``, each stub says how to ask for a hint and the solution (only for a hint when
+    ``solutions`` is False: the graded-class edition)."""
     nb = nbformat.from_dict(nb)
     nb = nbformat.from_dict(nbformat.v4.upgrade(nb) if nb.nbformat < 4 else nb)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        cell.source = strip_solutions(cell.source, where=f"cell {i}", notes=notes)
+        cell.source = strip_solutions(cell.source, where=f"cell {i}", notes=notes, solutions=solutions)
         cell.outputs, cell.execution_count = [], None
     nb.metadata.pop("widgets", None)
     return nb

@@ -22,6 +22,11 @@ content, not by timestamps:
 A manifest written before the cells were recorded has no ``cells`` map: its notebooks are judged
 by their bytes alone until the next write records them.
 
+``--student --no-solutions`` (``make student SOLUTIONS=0``) writes the graded-class edition:
+each stub's note offers the hints only, and ``<folder>/.lmcore/edition.json`` says
+``{"solutions": false}``, which :func:`lmcore.course.solutions.show_solution` reads (it then
+stops after the fuller hint). The default edition's marker says ``{"solutions": true}``.
+
 Every write goes to a temporary file in the same folder, then ``os.replace``: a crash leaves the
 old file or the new one, never half of one.
 """
@@ -37,10 +42,12 @@ from pathlib import Path
 
 import nbformat
 
+from ..solutions import EDITION
 from .student import student_notebook
 
 __all__ = [
     "MANIFEST",
+    "EDITION",
     "Action",
     "atomic_write",
     "beside_name",
@@ -214,16 +221,21 @@ def _notebook_bytes(nb) -> bytes:
     return (nbformat.writes(nb) + "\n").encode("utf-8")
 
 
-def learner_files(src_dir=None, *, prefix: str = "notebooks/", extras: bool = True) -> dict:
+def learner_files(
+    src_dir=None, *, prefix: str = "notebooks/", extras: bool = True, solutions: bool = True
+) -> dict:
     """The learner edition as ``{relative path: bytes}``: every notebook of ``src_dir``
-    (solutions stubbed, outputs cleared) under ``prefix``; with ``extras``, the start page, the
-    README and the figures it shows, so that the workspace root reaches what the notebooks link to."""
+    (solutions stubbed, outputs cleared; each stub's note offers the hints only when
+    ``solutions`` is False) under ``prefix``; with ``extras``, the start page, the README and the
+    figures it shows, so that the workspace root reaches what the notebooks link to."""
     src = Path(src_dir) if src_dir is not None else REPO / "notebooks"
     paths = sorted(src.glob("*.ipynb"))
     if not paths:
         raise ValueError(f"src_dir: no notebooks in {src}")
     files = {
-        f"{prefix}{p.name}": _notebook_bytes(student_notebook(nbformat.read(p, as_version=4), notes=True))
+        f"{prefix}{p.name}": _notebook_bytes(
+            student_notebook(nbformat.read(p, as_version=4), notes=True, solutions=solutions)
+        )
         for p in paths
     }
     if extras:
@@ -242,11 +254,19 @@ def build_workspace(folder="workspace", src_dir=None, *, dry_run: bool = False) 
     return sync_files(learner_files(src_dir), folder, dry_run=dry_run)
 
 
-def build_student_edition(src_dir="notebooks", out_dir="student", *, dry_run: bool = False) -> list[Path]:
+def build_student_edition(
+    src_dir="notebooks", out_dir="student", *, dry_run: bool = False, solutions: bool = True
+) -> list[Path]:
     """``make student``: the student edition of every notebook of ``src_dir`` in ``out_dir``,
-    by the same rules (a notebook changed there is kept; prints what it kept). Returns the path of
-    every notebook of the edition in ``out_dir``."""
-    actions = sync_files(learner_files(src_dir, prefix="", extras=False), out_dir, dry_run=dry_run)
+    by the same rules (a notebook changed there is kept; prints what it kept), and the marker
+    :data:`EDITION` saying whether ``show_solution`` may show the reference solutions there
+    (``solutions=False``: the graded-class edition, hints only). Returns the path of every
+    notebook of the edition in ``out_dir``."""
+    files = learner_files(src_dir, prefix="", extras=False, solutions=solutions)
+    actions = sync_files(files, out_dir, dry_run=dry_run)
+    if not dry_run:
+        marker = {"about": "read by lmcore.course.solutions.show_solution", "solutions": solutions}
+        atomic_write(Path(out_dir) / EDITION, json.dumps(marker, indent=1).encode() + b"\n")
     if any(a.what in ("kept", "beside") for a in actions):
         print(report(actions, out_dir))
     return [Path(out_dir) / a.path for a in actions]
@@ -283,9 +303,19 @@ if __name__ == "__main__":
     parser.add_argument("--src", default=None, help="the instructor edition (default: notebooks/)")
     parser.add_argument("--student", action="store_true", help="the flat student edition (make student)")
     parser.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
+    parser.add_argument(
+        "--no-solutions",
+        action="store_true",
+        help="with --student: the graded-class edition (hints only, show_solution shows no solution)",
+    )
     args = parser.parse_args()
+    if args.no_solutions and not args.student:
+        parser.error("--no-solutions goes with --student (the edition handed out to a graded class)")
     if args.student:
-        paths = build_student_edition(args.src or "notebooks", args.folder, dry_run=args.dry_run)
-        print(f"student edition: {len(paths)} notebooks in {args.folder}/")
+        paths = build_student_edition(
+            args.src or "notebooks", args.folder, dry_run=args.dry_run, solutions=not args.no_solutions
+        )
+        kind = "graded-class edition (no reference solutions)" if args.no_solutions else "student edition"
+        print(f"{kind}: {len(paths)} notebooks in {args.folder}/")
     else:
         print(report(build_workspace(args.folder, args.src, dry_run=args.dry_run), args.folder))
