@@ -230,6 +230,8 @@ def _widget_note(repo: str, name: str, branch: str, solutions: bool = True) -> d
 
 
 def _solution_toggle(source: str) -> dict:
+    """The reference solution behind a toggle, without nbgrader's BEGIN/END SOLUTION lines."""
+    source = "\n".join(line for line in source.splitlines() if not _SOLUTION_MARK.match(line))
     code = highlight(source, PythonLexer(), HtmlFormatter(cssclass="highlight"))
     markup = (
         '<details class="lmcore-solution"><summary>Show the reference solution '
@@ -237,6 +239,9 @@ def _solution_toggle(source: str) -> dict:
         f'<div class="highlight-python notranslate">{code}</div></details>'
     )
     return nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": source})
+
+
+_SOLUTION_MARK = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
 def site_notebook(
