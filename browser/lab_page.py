@@ -112,12 +112,15 @@ def wait_kernel_ready(page, deadline: Deadline) -> None:
         time.sleep(0.25)
 
 
-def run_all_and_wait(page, deadline: Deadline, *, settle: float = 1.0) -> tuple:
-    """Clear all outputs, Run > Run All Cells, wait until the kernel is idle with no cell
-    queued or running. Returns ``(ran, unrun)``: how many code cells ran, and the numbers
-    (1-based, as in Lab's status bar) of non-empty code cells that never ran."""
+def run_all_and_wait(page, deadline: Deadline, *, settle: float = 1.0, during=None) -> tuple:
+    """Clear all outputs, Run > Run All Cells, then ``during(page, deadline)`` if given (what a
+    learner does while it runs), then wait until the kernel is idle with no cell queued or
+    running. Returns ``(ran, unrun)``: how many code cells ran, and the numbers (1-based, as in
+    Lab's status bar) of non-empty code cells that never ran."""
     menu(page, "Edit", "Clear Outputs of All Cells")
     menu(page, "Run", "Run All Cells")
+    if during is not None:
+        during(page, deadline)
     stable_since = None
     while True:
         deadline.check("running all cells")

@@ -17,15 +17,20 @@ thread; the default is one edition after the other. In the learner edition every
 print "not attempted yet" (its stubs raise, its checks go on): the student edition's Run All.
 Notebook 08 loads its committed reference run
 (``LMCORE_USE_REFERENCE_RUN=1``) instead of training, as grading does: nbval verifies its
-training, and this test what the browser shows (``--train`` trains it here too).
+training, and this test what the browser shows (``--train`` trains it here too). In the learner
+edition 08 starts training as a learner's would: the test waits for its progress bar to move and
+its curve to draw, interrupts the kernel from the menu, and checks that the partial-run message
+is printed and that the notebook then goes on with the reference run, with no error in any cell
+(``--no-interrupt``: it loads the reference run there too).
 
     python browser/run_browser_test.py [GLOB ...] [--edition both|instructor|learner] [--timeout S]
-                                       [--jobs 1|2] [--train]
+                                       [--jobs 1|2] [--train] [--no-interrupt]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import os
@@ -105,18 +110,29 @@ NOT_ATTEMPTED = "not attempted yet"
 REFERENCE_LINE = "the reference run, committed with lmcore (not trained here)"
 
 
-def expected_text(edition: str, path: Path, *, train: bool) -> list:
+def interrupts(edition: str, path: Path, args) -> bool:
+    """Whether this run of ``path`` trains 08 and interrupts it (the learner edition's 08)."""
+    return edition == "learner" and path.stem.startswith("08_") and not args.train and not args.no_interrupt
+
+
+def expected_text(edition: str, path: Path, *, train: bool, interrupt: bool = False) -> list:
     """What Run All of ``path`` must print in this edition: every learner notebook says its
     exercises are "not attempted yet" (the stubs raise, the checks go on); 08 says it loaded its
-    reference run unless ``train``. (This is the student edition's Run All check: CI runs it here.)"""
+    reference run unless ``train``, or, interrupted, that it kept the partial run. (This is the
+    student edition's Run All check: CI runs it here.)"""
+    from training_run import INTERRUPTED_LINE
+
     expect = [NOT_ATTEMPTED] if edition == "learner" else []
-    if path.stem.startswith("08_") and not train:
+    if path.stem.startswith("08_") and interrupt:
+        expect.append(INTERRUPTED_LINE)
+    elif path.stem.startswith("08_") and not train:
         expect.append(REFERENCE_LINE)
     return expect
 
 
-def test_notebook(context, lab, path: Path, timeout: float, shots: Path, expect=()) -> tuple:
-    """Returns (ok, detail). ``expect``: texts Run All must print (:func:`expected_text`)."""
+def test_notebook(context, lab, path: Path, timeout: float, shots: Path, expect=(), during=None) -> tuple:
+    """Returns (ok, detail). ``expect``: texts Run All must print (:func:`expected_text`);
+    ``during(page, deadline)``: what to do while Run All runs (it returns what it saw)."""
     from lab_page import Deadline, TestFailure, cell_errors, output_text, run_all_and_wait, wait_kernel_ready
     from widget_controls import exercise, find_controls, reach_asked, widget_reprs
 
@@ -131,7 +147,12 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path, expect=
         if shown:
             raise TestFailure(f"as saved, cell {shown[0][0]} shows a widget repr: {shown[0][1]!r}")
         t1 = time.monotonic()
-        n_cells, unrun = run_all_and_wait(page, deadline)
+        if during is not None:
+            seen = []
+            n_cells, unrun = run_all_and_wait(page, deadline, during=lambda p, d: seen.append(during(p, d)))
+            moved += seen
+        else:
+            n_cells, unrun = run_all_and_wait(page, deadline)
         t2 = time.monotonic()
         errors = cell_errors(page)
         if errors:
@@ -208,16 +229,31 @@ def run_edition(edition, folder, patterns, args, pw) -> tuple:
     passed = failed = 0
     if not notebooks:
         return passed, failed
+    from training_run import watch_then_interrupt
+
+    from lmcore.course.training.reference import REFERENCE_ENV
+
     log = args.out / f"jupyter-{edition}.log"
-    with LabServer(folder, log, serve_in_place=True, settings=lab_settings(edition)) as lab:
+    trains = any(interrupts(edition, p, args) for p in notebooks)
+    with contextlib.ExitStack() as stack:
+        saved = os.environ.pop(REFERENCE_ENV, None) if trains else None  # its kernels train 08
+        try:
+            lab = stack.enter_context(
+                LabServer(folder, log, serve_in_place=True, settings=lab_settings(edition))
+            )
+        finally:
+            if saved is not None:
+                os.environ[REFERENCE_ENV] = saved
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         shots = args.out / edition
         shots.mkdir(parents=True, exist_ok=True)
         for path in notebooks:
             t0 = time.monotonic()
-            expect = expected_text(edition, path, train=args.train)
-            ok, detail = test_notebook(context, lab, path, args.timeout, shots, expect)
+            interrupt = interrupts(edition, path, args)
+            expect = expected_text(edition, path, train=args.train, interrupt=interrupt)
+            during = watch_then_interrupt if interrupt else None
+            ok, detail = test_notebook(context, lab, path, args.timeout, shots, expect, during)
             passed, failed = passed + ok, failed + (not ok)
             print(
                 f"{'PASS' if ok else 'FAIL'} {edition} {path.name} ({time.monotonic() - t0:.1f} s): {detail}",
@@ -234,6 +270,7 @@ def _learner_process(args) -> subprocess.Popen:
     cmd = [sys.executable, str(Path(__file__).resolve()), *args.patterns, "--edition", "learner"]
     cmd += ["--notebooks", str(args.notebooks), "--timeout", str(args.timeout), "--out", str(args.out)]
     cmd += ["--jobs", "1", "--no-git-check"] + (["--train"] if args.train else [])
+    cmd += ["--no-interrupt"] if args.no_interrupt else []
     log = open(args.out / "learner.log", "w", encoding="utf-8")  # closed by _finish
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     proc.log = log
@@ -280,6 +317,9 @@ def main(argv=None) -> int:
         help="2: both editions at once, in two processes, one kernel thread each (default 1)",
     )
     parser.add_argument("--train", action="store_true", help="08 trains instead of loading its reference run")
+    parser.add_argument(
+        "--no-interrupt", action="store_true", help="the learner edition's 08 loads its reference run too"
+    )
     parser.add_argument("--no-git-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 

@@ -168,7 +168,9 @@ def _start(run: _Run) -> None:
         try:
             from tqdm.auto import tqdm
 
-            run.bar = tqdm(total=cfg.max_steps, initial=run.step, desc="train", leave=False)
+            run.bar = tqdm(
+                total=cfg.max_steps, initial=run.step, desc="train", unit="step", leave=False, mininterval=1.0
+            )  # steps of total, rate, time left; redrawn at most once a second
         except ImportError:
             pass
     run.model.train()
@@ -239,7 +241,7 @@ def _update(run: _Run, lr: float) -> bool:
     run.win_nll, run.win_n = run.win_nll + nll, run.win_n + n
     if run.bar is not None:
         run.bar.update(1)
-        run.bar.set_postfix(loss=f"{nll / n:.3f}")
+        run.bar.set_postfix(loss=f"{nll / n:.3f}", refresh=False)  # drawn with the next update
     return True
 
 

@@ -40,7 +40,7 @@ def plot_loss_curves(
     dense=None,
     best_step: int | None = None,
     title: str = "Training on the Python docs, one character per token",
-    legend_loc: str = "upper right",
+    legend_loc: str = "outside",
 ):
     """Train and validation loss against step, with ln V and the unigram entropy as lines; with
     ``dense`` (records with ``step`` and ``loss``, e.g. a retrained start measured every few steps)
@@ -89,15 +89,19 @@ def plot_loss_curves(
         middle = (s[k] + s[k + 1]) / 2 if k else s[1] / 2
         ax.text(
             math.sqrt(max(s[k], 1) * s[k + 1]) if k else middle,
-            0.04,
+            0.04 if k == 0 else 0.96,  # phase 1 under its high curve, the later ones above their low one
             text,
             transform=ax.get_xaxis_transform(),
             ha="center",
+            va="bottom" if k == 0 else "top",
             bbox={"facecolor": "white", "alpha": 0.8, "lw": 0},
         )
     xlabel = "optimiser step" + (" (log scale above 10)" if s else "")
     ax.set(xlabel=xlabel, ylabel="loss (nats per character)", title=title)
-    ax.legend(loc=legend_loc)
+    if legend_loc == "outside":  # beside the axes: it covers no curve and no line
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+    else:
+        ax.legend(loc=legend_loc)
     return fig
 
 
