@@ -148,3 +148,20 @@ def test_chat_checkers_refuse_the_reference_call(capsys):
     assert not C.check_chat_labels(lambda x: C.multi_turn_labels(x))  # right on one turn, still refused
     assert not C.check_multi_turn_labels(lambda x: C.multi_turn_labels(x))
     assert capsys.readouterr().out.count("your function called lmcore.course.packing.chat.") == 3
+
+
+def test_check_multi_turn_labels_refuses_the_one_turn_reference_applied_per_turn(capsys):
+    """Exercise 5's chat_labels on each <user> turn gives the right labels: refused all the same
+    (issue 38: it passed before)."""
+
+    def per_turn(ids):
+        rows = []
+        for row in ids:
+            starts = (row == K.USER).nonzero().flatten().tolist() + [len(row)]
+            rows.append(torch.cat([C.chat_labels(row[a:b][None])[0] for a, b in zip(starts, starts[1:])]))
+        return torch.stack(rows)
+
+    assert torch.equal(per_turn(C.conversation_batch()), C.multi_turn_labels(C.conversation_batch()))
+    assert not C.check_multi_turn_labels(per_turn)
+    out = capsys.readouterr().out
+    assert "called lmcore.course.packing.chat.chat_labels" in out and "write the scan yourself" in out

@@ -369,8 +369,22 @@ def _collect_first(model, micro, *, count=num_valid_targets, each_own=False, ret
     return total / len(micro) if ret == "mean of means" else total
 
 
+def _float32_loss(model, micro):  # the loss from float32 logits, summed in float32 (issue 38)
+    total, count = torch.zeros((), dtype=torch.float32), 0
+    for ids, lab in micro:
+        loss = causal_lm_loss(model(ids).float(), lab, reduction="sum")
+        loss.backward()
+        total, count = total + loss.detach(), count + num_valid_targets(lab)
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad /= count
+    return float(total / count)
+
+
 def test_check_accumulation(capsys):
     assert PA.check_accumulation(_sum_then_rescale) and PA.check_accumulation(_collect_first)
+    # float32 logits: gradients off by ~4e-8 (rejected at atol 1e-9, rtol 1e-6 before issue 38)
+    assert PA.check_accumulation(_float32_loss), capsys.readouterr().out
     _said(capsys)
 
     def naive(model, micro):

@@ -139,7 +139,11 @@ def check_multi_turn_labels(fn) -> bool:
         fn,
         multi_turn_labels,
         cases,
-        forbid={"lmcore.course.packing.chat.multi_turn_labels": "write the scan yourself"},
+        forbid={
+            "lmcore.course.packing.chat.multi_turn_labels": "write the scan yourself",
+            # Exercise 5's reference applied turn by turn is right too: refused (issue 38)
+            "lmcore.course.packing.chat.chat_labels": "that is the one-turn reference: write the scan yourself",
+        },
         hint=(
             "In a conversation of several turns, which tokens are the assistant's to predict? Look at"
             " the second assistant turn: is it scored, and the user turn before it left out?",
