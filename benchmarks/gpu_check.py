@@ -20,7 +20,9 @@ It writes to ``--out`` (default ``benchmarks/results``), rewriting the report at
 evaluation and once more on SIGTERM/SIGINT or an exception, so a run stopped from outside still
 leaves one:
 
-* ``gpu_check.json``: status, device, torch, tokens/s, MFU (6N + attention FLOPs per token
+* ``gpu_check.json``: status, device, the device check (one batch's loss and gradients against
+  the CPU's, :mod:`lmcore.train.device_check`; status ``device_disagrees`` and exit 3, nothing
+  trained, when they differ beyond its tolerance), torch, tokens/s, MFU (6N + attention FLOPs per token
   against the device's dense bf16 peak), first loss vs ln V, final (re-evaluated after the
   last step) and best validation loss, bits per token, epochs seen, wall time, peak memory,
   the plan, the history and a short sample from the best checkpoint;
@@ -44,6 +46,7 @@ T_START = time.perf_counter()  # the budget counts from here: imports and the co
 
 import argparse  # noqa: E402
 import csv  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
@@ -64,7 +67,7 @@ from lmcore.data import load_corpus  # noqa: E402
 from lmcore.data.tokenizers import ByteTokenizer  # noqa: E402
 from lmcore.perplexity import nats_to_bits  # noqa: E402
 from lmcore.sample import generate  # noqa: E402
-from lmcore.train import pick_device, preset, train  # noqa: E402
+from lmcore.train import DeviceDisagreesError, pick_device, preset, train  # noqa: E402
 from lmcore.train.checkpoint import load_model  # noqa: E402
 from lmcore.train.devices import autocast_for  # noqa: E402
 from lmcore.train.evaluation import evaluate  # noqa: E402
@@ -229,7 +232,16 @@ def _run(a, cfg, device, name, out, report, history, save):
         report["reserve_s"] = reserve
         return elapsed() > a.budget_s - reserve
 
-    res = train(cfg, corpus, callback=stop, on_eval=on_eval, out_dir=a.run_dir)
+    try:  # train() first checks one batch on the device against the CPU and prints that line
+        res = train(cfg, corpus, callback=stop, on_eval=on_eval, out_dir=a.run_dir)
+    except DeviceDisagreesError as err:  # nothing trained: the report says why
+        report["device_check"] = dict(dataclasses.asdict(err.result), passed=False)
+        report["message"] = str(err)
+        save("device_disagrees")
+        print(err, file=sys.stderr)
+        return 3
+    check = res.device_check  # None on the CPU (nothing to compare with)
+    report["device_check"] = dict(dataclasses.asdict(check), passed=True) if check is not None else None
     report["train_status"] = res.status
     report["message"] = res.message
     if res.status == "interrupted":  # stopped from outside: write what there is, add nothing

@@ -8,6 +8,8 @@
 - :mod:`.result`: :class:`TrainResult` and the checks made before a run starts
 - :mod:`.presets`: :class:`TrainConfig`, the named presets, :func:`validate_config`
 - :mod:`.devices`: :func:`pick_device`, :func:`autocast_for`, :func:`cpu_threads`
+- :mod:`.device_check`: :func:`check_device_agrees`, one batch on the device against the CPU;
+  :mod:`.agreement`: its tolerances, :class:`DeviceAgreement`, :class:`DeviceDisagreesError`
 - :mod:`.optim`: AdamW groups and the learning-rate schedule
 - :mod:`.accumulate`: gradient accumulation weighted by valid targets, :class:`NonFiniteLossError`
 - :mod:`.evaluation`: :func:`evaluate`, the token-weighted loss of a split
@@ -17,7 +19,9 @@
 """
 
 from .accumulate import NonFiniteLossError, accumulate_gradients
+from .agreement import DeviceAgreement, DeviceDisagreesError
 from .checkpoint import load_checkpoint, load_model, save_checkpoint
+from .device_check import check_device_agrees
 from .devices import autocast_for, cpu_threads, pick_device
 from .evaluation import evaluate
 from .loop import train
@@ -36,6 +40,9 @@ __all__ = [
     "pick_device",
     "autocast_for",
     "cpu_threads",
+    "check_device_agrees",
+    "DeviceAgreement",
+    "DeviceDisagreesError",
     "evaluate",
     "accumulate_gradients",
     "NonFiniteLossError",

@@ -4,7 +4,8 @@
 and writes ``history.json``, ``checkpoint.pt`` and ``best.pt`` to ``--out``; the loss plot is
 drawn on the course side: ``python -m lmcore.course.training.views runs/NAME`` (matplotlib).
 Under ``torchrun --nproc_per_node=K -m lmcore.train ...`` it trains data-parallel on K
-processes; only rank 0 prints and writes.
+processes; only rank 0 prints and writes. Off the CPU, a device whose loss and gradients are
+not the CPU's exits 3 before any step, saying so (``--no-device-check`` skips that check).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 from ..data.corpus import load_corpus
+from .agreement import DeviceDisagreesError
 from .devices import pick_device
 from .loop import train
 from .presets import PRESETS, preset
@@ -24,7 +27,8 @@ from .presets import PRESETS, preset
 __all__ = ["main"]
 
 
-def main(argv=None):
+def _parser() -> argparse.ArgumentParser:
+    """The options of ``python -m lmcore.train``."""
     p = argparse.ArgumentParser(prog="python -m lmcore.train", description="Train a small GPT with lmcore.")
     p.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
     p.add_argument(
@@ -38,8 +42,17 @@ def main(argv=None):
     p.add_argument("--eval-batches", type=int, default=None, help="batches per evaluation")
     p.add_argument("--device", default=None)
     p.add_argument("--compile", action="store_true")
+    p.add_argument(
+        "--no-device-check",
+        action="store_true",
+        help="off the CPU, train without first checking one batch's loss and gradients against the CPU's",
+    )
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    a = _parser().parse_args(argv)
     over = {
         k: v
         for k, v in (
@@ -50,7 +63,7 @@ def main(argv=None):
         )
         if v is not None
     }
-    cfg = preset(a.preset, compile=a.compile, **over)
+    cfg = preset(a.preset, compile=a.compile, check_device=not a.no_device_check, **over)
     name = a.corpus or cfg.corpus
     corpus = load_corpus("file", path=name) if Path(name).is_file() else load_corpus(name)
     out = Path(a.out)
@@ -70,7 +83,13 @@ def main(argv=None):
         f"val {r['val_loss']:.4f}  lr {r['lr']:.2e}  {r['tokens_per_s']:.0f} tok/s"
     )
     t0 = time.perf_counter()
-    res = train(cfg, corpus, out_dir=out, on_eval=show, resume=out / "checkpoint.pt" if a.resume else None)
+    try:
+        res = train(
+            cfg, corpus, out_dir=out, on_eval=show, resume=out / "checkpoint.pt" if a.resume else None
+        )
+    except DeviceDisagreesError as err:  # nothing trained: say why and how to go on, no traceback
+        print(err, file=sys.stderr)
+        return 3
     wall = time.perf_counter() - t0
     if not main_rank:
         return 0 if res.status in ("finished", "stopped") else 1
@@ -85,6 +104,7 @@ def main(argv=None):
         "world_size": world,
         "best_step": res.best_step,
         "best_val_loss": res.best_val_loss,
+        "device_check": asdict(res.device_check) if res.device_check is not None else None,
         "config": asdict(cfg),
         "history": res.history,
     }

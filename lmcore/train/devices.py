@@ -1,8 +1,8 @@
 """Where a run computes: the device, its mixed precision, and the CPU thread count.
 
 ``pick_device("auto")`` prefers CUDA, then Apple's MPS, then the CPU; ``autocast_for`` gives
-bf16 autocast on CUDA (a no-op elsewhere unless asked); ``cpu_threads`` fixes the thread count
-inside a block and restores it after.
+bf16 autocast on CUDA (a no-op elsewhere unless asked) and ``autocast_dtype`` the dtype it casts
+to; ``cpu_threads`` fixes the thread count inside a block and restores it after.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 
 import torch
 
-__all__ = ["pick_device", "autocast_for", "cpu_threads"]
+__all__ = ["pick_device", "autocast_dtype", "autocast_for", "cpu_threads"]
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -25,15 +25,21 @@ def pick_device(device: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def autocast_for(device: torch.device, dtype: str):
-    """A zero-argument context factory: bf16 autocast on CUDA (dtype 'auto'), else a no-op."""
+def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
+    """The dtype a run of config dtype ``dtype`` autocasts to on ``device`` (None: float32)."""
+    if dtype not in ("auto", "bfloat16", "float32"):
+        raise ValueError(f"dtype must be 'auto', 'bfloat16' or 'float32'; got {dtype!r}.")
     use_bf16 = dtype == "bfloat16" or (
         dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
     )
-    if dtype not in ("auto", "bfloat16", "float32"):
-        raise ValueError(f"dtype must be 'auto', 'bfloat16' or 'float32'; got {dtype!r}.")
-    if use_bf16:
-        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    return torch.bfloat16 if use_bf16 else None
+
+
+def autocast_for(device: torch.device, dtype: str):
+    """A zero-argument context factory: bf16 autocast on CUDA (dtype 'auto'), else a no-op."""
+    low = autocast_dtype(device, dtype)
+    if low is not None:
+        return lambda: torch.autocast(device.type, dtype=low)
     return contextlib.nullcontext
 
 

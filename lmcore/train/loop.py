@@ -4,7 +4,9 @@
 --corpus python-docs --out runs/NAME`` does the same from a shell (:mod:`lmcore.train.cli`)
 and writes the history (JSON) and the checkpoints. On CUDA the same code uses bf16 autocast, TF32 matmuls
 and fused AdamW (and ``torch.compile`` if asked); under ``torchrun`` it trains data-parallel
-(:mod:`lmcore.train.distributed`).
+(:mod:`lmcore.train.distributed`). Off the CPU it first checks that the device computes one
+batch's loss and gradients as the CPU does (:mod:`lmcore.train.device_check`), and refuses to
+train when it does not.
 
 :func:`train` reads as the page of a run, each step a function below it: set-up, resume, the
 step loop (learning rate, update, evaluation and saving, callback), teardown; the steps share one
@@ -27,7 +29,9 @@ import torch
 from ..data.corpus import load_corpus
 from ..model import GPT
 from .accumulate import NonFiniteLossError, backward_micro_batches
-from .devices import autocast_for, cpu_threads, pick_device
+from .agreement import DeviceDisagreesError
+from .device_check import check_device_agrees, device_needs_check
+from .devices import autocast_dtype, autocast_for, cpu_threads, pick_device
 from .distributed import DistContext, all_reduce_sum, any_rank, setup, teardown, wrap_model
 from .evaluation import evaluate
 from .optim import configure_optimizer, lr_at
@@ -57,7 +61,10 @@ def train(
     (and saves). ``on_eval(record)`` sees each history record. A NaN/inf loss or gradient
     stops the run before the bad update (the last checkpoint stays); Ctrl-C returns what was
     done so far. The config is validated first, and the thread count and float32 matmul
-    precision are restored on every exit.
+    precision are restored on every exit. On any device but the CPU (unless
+    ``config.check_device`` is False) the first training batch's loss and gradients are first
+    computed there and on the CPU; :class:`~lmcore.train.agreement.DeviceDisagreesError` is raised,
+    before any step, when they differ beyond the tolerance (the result's ``device_check``).
     """
     cfg = validate_config(config)
     corpus = corpus if corpus is not None else load_corpus(cfg.corpus)
@@ -71,6 +78,7 @@ def train(
         run = _set_up(cfg, corpus, model, ctx, threads, out_dir, on_eval)
         if resume is not None:
             _resume(run, resume)
+        _check_device(run)
         _start(run)
         try:
             _step_loop(run, callback)
@@ -106,6 +114,7 @@ class _Run:
     fwd: object = None  # ddp, compiled if cfg.compile
     result: TrainResult | None = None
     bar: object = None
+    device_check: object = None  # the DeviceAgreement of the device check, if one ran
     # the window since the last evaluation: its summed NLL, target count, start time, tokens
     win_nll: float = 0.0
     win_n: int = 0
@@ -156,6 +165,30 @@ def _resume(run: _Run, path) -> None:
     run.step, run.tokens = ck["step"], ck["tokens"]
     run.history = list(ck["history"]) if run.ctx.is_main else []  # rank 0 keeps the history
     run.best_step, run.best_val = ck.get("best_step"), ck.get("best_val_loss")
+
+
+def _check_device(run: _Run) -> None:
+    """Off the CPU (unless ``cfg.check_device`` is False): raise :class:`DeviceDisagreesError`
+    unless the first step's first micro-batch gives the CPU's loss and gradients on the device.
+    The batch is drawn with a copy of the batch generator and the check draws no random number,
+    so the run trains on the same batches, from the same state, as without it."""
+    cfg, ctx = run.cfg, run.ctx
+    if not (cfg.check_device and device_needs_check(ctx.device)):
+        return
+    gen = torch.Generator()
+    gen.set_state(run.gen.get_state())  # run.gen itself is not advanced
+    batch = run.corpus.batch("train", cfg.batch_size, cfg.block_size, generator=gen)
+    dtype = autocast_dtype(ctx.device, cfg.dtype)  # the dtype run.autocast casts to
+    result = check_device_agrees(run.model, batch, ctx.device, autocast_dtype=dtype, raise_on_failure=False)
+    if any_rank(not result.passed, ctx):  # every rank stops, none waits for the others
+        if result.passed:
+            raise RuntimeError(
+                f"rank {ctx.rank}: another rank's device disagrees with the CPU (see its error)."
+            )
+        raise DeviceDisagreesError(result)
+    run.device_check = result
+    if ctx.is_main:
+        print(result.line())
 
 
 def _start(run: _Run) -> None:
@@ -341,9 +374,10 @@ def _interrupted(run: _Run) -> None:
 
 
 def _finish(run: _Run) -> None:
-    """Put the best evaluation (and ``best.pt``, if written) on the result."""
+    """Put the best evaluation (and ``best.pt``, if written) and the device check on the result."""
     result, out_dir = run.result, run.out_dir
     result.best_step, result.best_val_loss = run.best_step, run.best_val
+    result.device_check = run.device_check
     if out_dir is not None and run.cfg.keep_best and (out_dir / "best.pt").exists():
         result.best_path = out_dir / "best.pt"
 

@@ -45,6 +45,8 @@ class TrainConfig:
     # on a busy machine); None leaves torch's setting alone
     progress: bool = True
     keep_best: bool = True  # with out_dir: also write best.pt at each new lowest val loss
+    check_device: bool = True  # off the CPU: refuse to train unless one batch's loss and gradients
+    # there agree with the CPU's (lmcore.train.device_check); False skips it
 
 
 PRESETS = {
@@ -181,7 +183,7 @@ def validate_config(cfg) -> TrainConfig:
                 f"'cuda', 'cuda:1', 'mps'; got {cfg.device!r}."
             ) from None
     require_choice(f("dtype"), cfg.dtype, ("auto", "bfloat16", "float32"))
-    for name in ("compile", "progress", "keep_best"):
+    for name in ("compile", "progress", "keep_best", "check_device"):
         require_bool(f(name), getattr(cfg, name))
     unknown = set(vars(cfg)) - {fl.name for fl in fields(TrainConfig)}
     if unknown:

@@ -31,6 +31,7 @@ class TrainResult:
     best_step: int | None = None
     best_val_loss: float | None = None
     best_path: Path | None = None
+    device_check: object = None  # the DeviceAgreement of the check before the first step (None on the CPU)
 
 
 def check_run_inputs(cfg, corpus, model, out_dir) -> None:
