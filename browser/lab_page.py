@@ -44,11 +44,17 @@ _KERNEL_STATUS = """() => {
   return w.sessionContext.kernelDisplayStatus;
 }"""
 
+# Per code cell: its number, type, prompt ("[3]:", "[*]:", or "" if never run) and whether it has
+# code. The prompt comes from the model's execution count where the cell's input is folded (the
+# Colab cell: JupyterLab then renders no input prompt), from the rendered prompt otherwise.
 _PROMPTS = """() => {
   const w = window.jupyterapp.shell.currentWidget;
-  return w.content.widgets.map((c, i) => [i + 1, c.model.type,
-    (c.node.querySelector('.jp-InputPrompt') || {}).textContent || '',
-    c.model.sharedModel.getSource().trim().length > 0]).filter(r => r[1] === 'code');
+  return w.content.widgets.map((c, i) => {
+    const shown = (c.node.querySelector('.jp-InputPrompt') || {}).textContent || '';
+    const n = c.model.executionCount;
+    const prompt = shown.trim() ? shown : (n === null || n === undefined ? '' : `[${n}]:`);
+    return [i + 1, c.model.type, prompt, c.model.sharedModel.getSource().trim().length > 0];
+  }).filter(r => r[1] === 'code');
 }"""
 
 # Per cell: its index, whether it is tagged raises-exception, and every error it shows:

@@ -51,7 +51,7 @@ def test_an_interrupt_gives_the_partial_run_and_the_reference_run(tmp_path, corp
     assert partial.status == "interrupted" and [r["step"] for r in partial.history] == [0, 2, 4]
     assert result.status == "finished" and result.history[-1]["step"] == PRESETS["cpu"].max_steps
     said = capsys.readouterr().out
-    assert "Interrupted at step 4 of 6" in said and "reads the reference run" in said
+    assert "Interrupted after 4 of 6 steps" in said and "reads the reference run" in said
     assert (out_dir / "checkpoint.pt").exists()  # the reference run's, for the cells below
     assert (out_dir.with_name("08_training_run.interrupted") / "checkpoint.pt").exists()  # the partial run's
 
@@ -60,7 +60,7 @@ def test_an_interrupt_without_a_fitting_reference_run_is_a_clear_error(tmp_path,
     _interrupt_after(monkeypatch, 1)
     with pytest.raises(W.RunInterrupted, match="run this cell again"):
         W.train_watched(_cfg(), corpus, model=None, out_dir=tmp_path / "run", preset_name="gpu")
-    assert "Interrupted at step 0 of 6" in capsys.readouterr().out
+    assert "Interrupted after 0 of 6 steps" in capsys.readouterr().out
 
 
 def test_the_train_bar_has_a_total_and_redraws_at_most_once_a_second(corpus, monkeypatch):

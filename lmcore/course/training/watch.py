@@ -89,12 +89,12 @@ class LiveCurve:
         plt.close(fig)
 
 
-def interrupted_message(partial, max_steps: int, seconds: float, *, reference: bool) -> str:
+def interrupted_message(partial, steps_done: int, max_steps: int, seconds: float, *, reference: bool) -> str:
     """What a learner reads after interrupting the run."""
+    n = len(partial.history)
     head = (
-        f"Interrupted at step {partial.history[-1]['step'] if partial.history else 0} of {max_steps} "
-        f"(after {seconds / 60:.1f} min): the partial run is kept as `partial` "
-        f"({len(partial.history)} records, its curve above)."
+        f"Interrupted after {steps_done} of {max_steps} steps ({seconds / 60:.1f} min): the partial "
+        f"run is kept as `partial` ({n} record{'s' if n != 1 else ''}, its curve above)."
     )
     if reference:
         return head + (
@@ -165,7 +165,10 @@ def train_watched(cfg, corpus, *, model, out_dir, ln_v=None, device="cpu", prese
     if result.status != "interrupted":
         return result, None
     fits = reference_fits(corpus, preset_name) is None
-    message = interrupted_message(result, cfg.max_steps, time.monotonic() - t0, reference=fits)
+    done = max(
+        [bar.bar.n] + [r["step"] for r in result.history]
+    )  # a record's step counts before its callback
+    message = interrupted_message(result, done, cfg.max_steps, time.monotonic() - t0, reference=fits)
     print(message)
     if not fits:
         raise RunInterrupted(message)
