@@ -61,7 +61,7 @@ def test_check_choices(capsys):
     assert "shift" not in str(key) and "pad" not in str(key)
     assert check_choices("bugs", lambda: dict(right), key)
     assert not check_choices("bugs", lambda: {"a": "shift", "b": "eos"}, key, {"b": "look at padding"})
-    assert "1/2 right" in capsys.readouterr().out.splitlines()[-1]
+    assert "not all 2 answers are right" in capsys.readouterr().out.splitlines()[-1]
     assert not check_choices("other exercise", lambda: dict(right), key)  # digests are per exercise
 
     def stub():
@@ -69,6 +69,65 @@ def test_check_choices(capsys):
 
     assert not check_choices("bugs", stub, key)
     assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_check_choices_is_no_oracle(monkeypatch, capsys):
+    """Issue 38: "1/2 right; 'b' is not 'eos'" let a learner change one answer at a time and watch
+    the count. A failure says only that not all are right; its question rotates over the keys
+    with the failures, whatever the answers: two wrong sets at the same turn print the same line."""
+    from lmcore.course import checks
+    from lmcore.course.checks import answer_digest
+
+    right = {"a": "shift", "b": "pad", "c": "eos"}
+    key = {k: answer_digest("bugs", k, v) for k, v in right.items()}
+    hints = {k: f"a question on {k}?" for k in right}
+    lines = {}
+    for wrong in ({"a": "pad"}, {"c": "shift"}, {"a": "eos", "b": "eos", "c": "eos"}):
+        for turn in range(4):
+            monkeypatch.setattr(checks, "_TURNS", {"bugs": turn})
+            assert not check_choices(
+                "bugs", lambda w=wrong: dict(right, **w), key, hints, choices=["shift", "pad", "eos"]
+            )
+            line = capsys.readouterr().out
+            assert "/3" not in line and "not all 3 answers are right" in line
+            assert f"a question on {'abc'[turn % 3]}?" in line  # the turn decides, not the answers
+            lines.setdefault(turn, set()).add(line)
+    assert all(len(v) == 1 for v in lines.values()), lines
+    # a missing key or an answer outside the choices is named: it says nothing about the key
+    assert not check_choices("bugs", lambda: {"a": "shift"}, key, hints, choices=["shift", "pad", "eos"])
+    assert "no answer for 'b'" in capsys.readouterr().out
+    assert not check_choices(
+        "bugs", lambda: dict(right, b="padd"), key, hints, choices=["shift", "pad", "eos"]
+    )
+    assert "'padd', is not one of the choices" in capsys.readouterr().out
+
+
+def test_check_choices_refuses_a_search_of_the_key(capsys):
+    import hashlib
+
+    from lmcore.course.checks import answer_digest
+
+    right = {"a": "shift", "b": "pad"}
+    key = {k: answer_digest("bugs", k, v) for k, v in right.items()}
+
+    def search():
+        return {
+            k: next(c for c in ("shift", "pad") if answer_digest("bugs", k, c) == d) for k, d in key.items()
+        }
+
+    assert check_choices("bugs", search, key)  # without forbid= the search works: hence forbid=
+    capsys.readouterr()
+    forbid = {"lmcore.course.checks.answer_digest": "no search", "hashlib.sha256": "no search"}
+    assert not check_choices("bugs", search, key, forbid=forbid)
+    assert "your function called lmcore.course.checks.answer_digest: no search" in capsys.readouterr().out
+
+    def by_sha256():
+        hashlib.sha256(b"x").hexdigest()
+        return dict(right)
+
+    assert not check_choices("bugs", by_sha256, key, forbid=forbid)
+    assert "called hashlib.sha256" in capsys.readouterr().out
+    assert answer_digest("bugs", "a", "shift") == key["a"]  # usable again afterwards
 
 
 def test_compare_rejects_a_dtype_of_another_kind_where_it_carries_meaning():

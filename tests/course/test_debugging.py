@@ -223,10 +223,80 @@ def test_show_mystery_prints_the_code(capsys):
         dict(T="correct", R="detached"),
     ],
 )
-def test_check_mystery_rejects_plausible_wrong_answers(wrong, capsys):
+def test_check_mystery_rejects_plausible_wrong_answers(wrong, capsys, monkeypatch):
+    from lmcore.course import checks
+
     assert not ex.check_mystery(lambda: dict(ANSWERS, **wrong))
     out = capsys.readouterr().out
-    assert "✗" in out and repr(sorted(wrong)[0]) in out
+    assert "✗" in out and "/5" not in out
+    # 'packed_causal' (the grid's "passes everything") is no cause of BUG_CHOICES: named as such
+    assert "not all 5 answers are right" in out or "is not one of the choices" in out
+    # issue 38: no oracle: at the same turn every wrong set prints the same line (it used to name
+    # the first wrong letter and count the right ones)
+    if not set(wrong.values()) <= set(ex.BUG_CHOICES):
+        return
+    monkeypatch.setattr(checks, "_TURNS", {})
+    assert not ex.check_mystery(lambda: dict(ANSWERS, **wrong))
+    mine = capsys.readouterr().out
+    monkeypatch.setattr(checks, "_TURNS", {})
+    assert not ex.check_mystery(lambda: dict(ANSWERS, P="padding_scored", Q="batch_means"))
+    assert capsys.readouterr().out == mine and "A question on 'P'" in mine
+
+
+def test_check_mystery_asks_about_each_mystery_in_turn_and_names_no_answer(capsys, monkeypatch):
+    from lmcore.course import checks
+
+    monkeypatch.setattr(checks, "_TURNS", {})
+    for letter in "PQRSTP":
+        assert not ex.check_mystery(lambda: dict(ANSWERS, R="detached"))
+        out = capsys.readouterr().out
+        assert f"A question on {letter!r}" in out
+        assert not any(cause in out for cause in ex.BUG_CHOICES if cause != "correct"), out
+
+
+def test_check_mystery_refuses_a_search_of_the_key_or_of_the_checker(capsys):
+    """Issue 38: the digests hide the key from reading, not from hashing the 17 choices."""
+    import hashlib
+
+    from lmcore.course.checks import answer_digest
+
+    def by_digest():
+        return {
+            k: next(c for c in ex.BUG_CHOICES if answer_digest("name_the_bugs", k, c) == d)
+            for k, d in ex._MYSTERY_KEY.items()
+        }
+
+    def by_sha256():
+        return {
+            k: next(
+                c
+                for c in ex.BUG_CHOICES
+                if hashlib.sha256(f"name_the_bugs\x00{k!r}\x00{c!r}".encode()).hexdigest() == d
+            )
+            for k, d in ex._MYSTERY_KEY.items()
+        }
+
+    def by_the_checker():
+        guess = dict.fromkeys("PQRST", "correct")
+        ex.check_mystery(lambda: guess)
+        return guess
+
+    assert by_digest() == ANSWERS  # the search works outside the check
+    for search, says in (
+        (by_digest, "searches the answer key"),
+        (by_sha256, "searches the answer key"),
+        (by_the_checker, "the checker is no oracle"),
+    ):
+        assert not ex.check_mystery(search)
+        assert says in capsys.readouterr().out.splitlines()[-1]
+    assert ex.check_mystery(lambda: dict(ANSWERS))
+
+
+def test_check_mystery_names_an_answer_outside_the_choices(capsys):
+    assert not ex.check_mystery(lambda: dict(ANSWERS, Q=ex.BUG_CHOICES["token_denominator"]))
+    assert "is not one of the choices" in capsys.readouterr().out
+    assert not ex.check_mystery(lambda: {k.lower(): v for k, v in ANSWERS.items()})
+    assert "no answer for 'P'" in capsys.readouterr().out
 
 
 def test_the_mystery_key_does_not_give_the_answers_away():
@@ -382,3 +452,11 @@ def test_check_loss_fn_refuses_its_hidden_reference(capsys):
     """Review 06-10: _completion_loss, the check's reference, passed when called by name."""
     assert not ex.check_loss_fn(lambda logits, ids, mask: ex._completion_loss(logits, ids, mask))
     assert "called lmcore.course.debugging.exercises._completion_loss" in capsys.readouterr().out
+
+
+def test_check_loss_fn_nudge_asks_without_the_rule():
+    """Issue 38: the nudge stated the rule ('position t is scored against token t + 1: ...')."""
+    from lmcore.course.solutions import hint_stages
+
+    (nudge,), _ = hint_stages("check_loss_fn")
+    assert "?" in nudge and "t + 1" not in nudge and "-100" not in nudge

@@ -157,3 +157,13 @@ def test_check_allow_only_reads_a_stub_as_not_attempted(capsys):
 
     assert not FX.check_allow_only(stub)
     assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_check_allow_only_accepts_float32_logits_and_still_wants_zero(capsys):
+    """Issue 38: rtol 1e-7 rejected the mask applied to float32 logits; the allowed tokens are now
+    compared at rtol 1e-5, a banned token must still get 0 (atol 1e-9)."""
+    keep = lambda logits, allowed: torch.isin(torch.arange(logits.shape[-1]), torch.tensor(list(allowed)))  # noqa: E731
+    assert FX.check_allow_only(lambda z, a: z.float().masked_fill(~keep(z, a), float("-inf")))
+    assert "✓ pass" in capsys.readouterr().out
+    assert not FX.check_allow_only(lambda z, a: z - 12.0 * (~keep(z, a)))  # pushed down, not out
+    assert "✗ fail" in capsys.readouterr().out

@@ -261,3 +261,85 @@ def test_check_context_free_floor_accepts_a_count(capsys):
 def test_check_context_free_floor_rejects(name, capsys):
     assert not FX.check_context_free_floor(WRONG_CONTEXT_FREE[name])
     assert "✗ fail" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- issue 38: the answer matrix's findings
+
+
+def _entropy_float32(p):
+    p = np.asarray(p, dtype=np.float32)
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _kl_float32(p, q):
+    p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
+    k = p32 > 0
+    return float((p32[k] * (np.log(p32[k]) - np.log(q32[k]))).sum())
+
+
+def _floor_float32(h):
+    f = np.float32
+    nats = targets = f(0)
+    for a in range(h + 1):
+        for b in range(a + 1):
+            p = f(1) / (f(h + 1) * f(a + 1))
+            nats -= p * np.log(p)
+            targets += p * f(_digits(a) + _digits(b) + _digits(a - b) + 5)
+    return float(nats / targets)
+
+
+def _context_free_float32(h):
+    from collections import Counter
+
+    c = np.array(list(Counter(_targets(h)).values()), dtype=np.float32)
+    p = c / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def test_float32_answers_pass(capsys):
+    """Issue 38: rtol 1e-7 rejected KL(p || q) in float32 ('expected 0.17831617, got 0.17831619'),
+    the subtraction floor in float32 (a float32 loop is 1.3e-5 off at high = 99: rtol 1e-4, the
+    nearest plausible mistake is 1.2e-3 off) and the context-free floor in float32."""
+    assert FX.check_entropy(_entropy_float32)
+    assert FX.check_kl_gap(_kl_float32)
+    assert FX.check_subtraction_floor(_floor_float32)
+    assert FX.check_context_free_floor(_context_free_float32)
+    assert capsys.readouterr().out.count("✓ pass") == 4
+
+
+def test_the_nearest_wrong_floors_still_fail_at_the_looser_tolerance():
+    assert not FX.check_subtraction_floor(WRONG_FLOORS["mean of ratios"], quiet=True)
+    for name in WRONG_CONTEXT_FREE:
+        assert not FX.check_context_free_floor(WRONG_CONTEXT_FREE[name], quiet=True), name
+
+
+def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
+    """Issue 38: 'write the sum yourself', yet torch's Categorical.entropy, F.kl_div and
+    torch.distributions.kl_divergence passed."""
+    import torch
+    import torch.nn.functional as F
+
+    cat = lambda p: torch.distributions.Categorical(probs=torch.from_numpy(p))  # noqa: E731
+    cheats = [
+        (FX.check_entropy, lambda p: float(cat(p).entropy())),
+        (
+            FX.check_kl_gap,
+            lambda p, q: float(F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="sum")),
+        ),
+        (FX.check_kl_gap, lambda p, q: float(torch.distributions.kl_divergence(cat(p), cat(q)))),
+    ]
+    for checker, cheat in cheats:
+        assert not checker(cheat)
+        assert "write the sum yourself" in capsys.readouterr().out
+    # an elementwise helper leaves the sum to the learner: allowed
+    assert FX.check_entropy(
+        lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum())
+    )
+
+
+def test_the_context_free_nudge_asks_without_giving_the_method():
+    from lmcore.course.solutions import hint_stages
+
+    (nudge,), _ = hint_stages("check_context_free_floor")
+    assert "?" in nudge and "frequenc" not in nudge

@@ -255,3 +255,28 @@ def test_duplicate_figure_and_explorer(monkeypatch):
     slider.value = 0.1
     assert trained == [0.1]
     plt.close("all")
+
+
+# ---------------------------------------------------------------- issue 38: the answer matrix's findings
+
+
+def test_shares_computed_in_float32_pass(capsys):
+    """Issue 38: rtol 1e-9 rejected a share computed in float32 ('expected 0.50793651, got
+    0.50793654'), e.g. torch's integer sums divided (float32 by default); rtol 1e-6 now, and a
+    count off by one is still off by 1 / (L - 1) or more."""
+    import numpy as np
+
+    def doc_torch(d, k):
+        lengths = torch.tensor(d)
+        starts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+        offset = torch.arange(int(lengths.sum())) - starts
+        valid = offset > 0
+        return float((valid & (offset >= k)).sum() / valid.sum())
+
+    assert RX.check_context_coverage(
+        lambda L, k: float(np.float32(max(0, L - max(k, 1))) / np.float32(L - 1))
+    )
+    assert RX.check_document_coverage(doc_torch)
+    assert capsys.readouterr().out.count("✓ pass") == 2
+    for fn in WRONG_DOC.values():
+        assert not _quiet(RX.check_document_coverage, fn)

@@ -174,3 +174,20 @@ def test_decode_step_stub_reads_not_attempted(capsys):
 
     assert not RX.check_decode_step(stub)
     assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_check_decode_step_accepts_a_float32_step_and_its_nudge_asks(capsys):
+    """Issue 38: atol 1e-9 rejected the step computed on a float32 copy of the model (its logits
+    are about 1e-6 off); 1e-5 now, every plausible wrong step is off by more than 0.01. The nudge
+    stated the first line of the solution; it asks now."""
+    import copy
+
+    from lmcore.course.solutions import hint_stages
+
+    def float32(model, token, cache):
+        return _step(copy.deepcopy(model).float(), token, [(k.float(), v.float()) for k, v in cache])
+
+    assert RX.check_decode_step(float32)
+    assert "✓ pass" in capsys.readouterr().out
+    (nudge,), _ = hint_stages("check_decode_step")
+    assert "?" in nudge and "wpe" not in nudge and "wte" not in nudge

@@ -396,3 +396,21 @@ def test_repeated_ngram_share_checks_its_arguments():
     for bad in ([1, 2], [[1.5, 2.0, 3.0]], np.zeros((2, 2, 5), dtype=int)):
         with pytest.raises(ValueError, match="ids"):
             E.repeated_ngram_share(bad, 3)
+
+
+def test_top_p_checker_accepts_float32_and_refuses_lmcores_sampling_distribution(capsys):
+    """Issue 38: a filter in float32 is right (rtol 1e-5 on the kept tokens, a dropped one must
+    still be 0); lmcore.sample.next_token_distribution runs lmcore's filter without calling
+    filter_logits, and is refused as well."""
+    from lmcore.sample import next_token_distribution
+
+    assert T.check_top_p(lambda probs, p: _top_p_solution(probs.float(), p))
+    assert "✓ pass" in capsys.readouterr().out
+    assert not T.check_top_p(lambda probs, p: next_token_distribution(probs.log(), top_p=p).double())
+    assert "called lmcore.sample.next_token_distribution" in capsys.readouterr().out
+
+    def leaks(probs, p):  # a dropped token left at a small probability is still wrong
+        out = _top_p_solution(probs, p)
+        return torch.where(out > 0, out, 1e-7 * probs)
+
+    assert not T.check_top_p(leaks)

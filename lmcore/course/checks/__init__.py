@@ -254,33 +254,69 @@ def check_choices(
     hints: dict[Any, str] | None = None,
     *,
     hint: str | tuple[str, str] = "",
+    choices: Iterable | None = None,
+    forbid: Iterable[str] | dict[str, str] | None = None,
 ) -> CheckResult:
     """Grade a dict of named answers (e.g. which bug each mystery pipeline has). ``expected`` maps
     each key to :func:`answer_digest` of its right answer (a key stored in the clear would hand
-    out the answers to whoever reads it). A wrong answer shows its key's entry of ``hints``; ``hint`` (a string or a (nudge, full) pair, as for
-    :func:`check`) is the exercise's general hint: ``show_solution`` gives it, and a failure on a
-    key without its own hint."""
-    with captured_warnings():
+    out the answers to whoever reads it). ``choices``: the allowed answers, when there is a list
+    (an answer outside it is named: that says nothing about which answer is right). ``forbid``,
+    as for :func:`check`: calls recorded while ``answers_fn`` runs (a search of the key by
+    hashing every choice, or of the checker itself) fail it.
+
+    No oracle: a failure says that not every answer is right, never how many nor which, so
+    changing one answer at a time and watching the line teaches nothing. It adds one question,
+    ``hints`` for the key whose turn it is: the n-th failure of ``name`` in this kernel asks about
+    the n-th key (cycling), a rule that reads neither the answers nor the key; where ``hints``
+    has no entry, ``hint`` (a string or a (nudge, full) pair, as for :func:`check`; also what
+    ``show_solution`` gives) comes instead."""
+    forbidden = _forbidden(forbid)
+    error = None
+    with captured_warnings(), recorded_calls(forbidden) as called:
         try:
             answers = answers_fn()
         except NotImplementedError:
             return _say_line(f"{TODO} {name}: fill in your answers, then re-run.", False, False)
+        except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
+            answers, error = None, exc
+    if called:
+        return _say_line(
+            f"{FAIL} {name}: your function called {called[0]}: {forbidden[called[0]]}.", False, False
+        )
+    if error is not None:
+        return _say_line(
+            f"{FAIL} {name}: your function raised {type(error).__name__}: {str(error)[:200]}.", False, False
+        )
     if not isinstance(answers, dict):
         return _say_line(
             f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.", False, False
         )
-    wrong = [k for k in expected if answer_digest(name, k, answers.get(k)) != expected[k]]
-    if wrong:
-        k = wrong[0]
-        own = (hints or {}).get(k, "")
-        said = f" Hint: {own}" if own else _hint_for(name, hint)
+    missing = [k for k in expected if k not in answers]
+    if missing:
+        return _say_line(f"{FAIL} {name}: no answer for {missing[0]!r}.", False, False)
+    allowed = None if choices is None else list(choices)
+    outside = [k for k in expected if allowed is not None and answers[k] not in allowed]
+    if outside:
+        k = outside[0]
         return _say_line(
-            f"{FAIL} {name}: {len(expected) - len(wrong)}/{len(expected)} right; {k!r} is not "
-            f"{answers.get(k)!r}.{said}",
+            f"{FAIL} {name}: the answer for {k!r}, {answers[k]!r}, is not one of the choices.", False, False
+        )
+    if any(answer_digest(name, k, answers[k]) != expected[k] for k in expected):
+        _TURNS[name] = _TURNS.get(name, 0) + 1
+        keys = list(expected)
+        k = keys[(_TURNS[name] - 1) % len(keys)]
+        own = (hints or {}).get(k, "")
+        said = f" A question on {k!r}: {own}" if own else _hint_for(name, hint)
+        return _say_line(
+            f"{FAIL} {name}: not all {len(expected)} answers are right (the check does not say which, "
+            f"nor how many: the code decides).{said}",
             False,
             False,
         )
     return _say_line(f"{PASS} {name}: all {len(expected)} answers right.", False, True)
+
+
+_TURNS: dict[str, int] = {}  # check_choices name -> failures so far: whose question comes next
 
 
 def random_logit_cases(seed: int) -> list[Case]:

@@ -125,23 +125,50 @@ def mystery_report(letter: str, seed: int = 0):
         return run_checks(forward, loss_fn, vocab_size=V, seq_len=L, pad_id=PAD, eos_id=EOS)
 
 
-_HINTS = {
-    "P": "its one failing row, padding_unscored, has two causes; which position does the code's "
-    "mask -100 (input side or target side)?",
-    "Q": "zero_logits names several counts; count what attention_mask.sum() counts in a row of n tokens",
-    "R": "no row fails; check the code line by line: which targets does keep select, is it a mean?",
-    "S": "eos_scored has two causes; here PAD = 0 and EOS = 1 are different ids",
-    "T": "which positions move the value but get no gradient (all_scored)? Look at the no_grad block",
+_HINTS = {  # one question per mystery: a failure asks one of them, in turn (see check_mystery)
+    "P": "its one failing row, padding_unscored, has two causes; on which side of the shift (input "
+    "tokens or targets) does its code set -100?",
+    "Q": "zero_logits fails; in a row of n real tokens, how many targets are there, and what does "
+    "attention_mask.sum() count?",
+    "R": "no row fails; line by line, which targets does keep select, and is the result a mean over "
+    "exactly those?",
+    "S": "eos_scored has two causes; are PAD and EOS one id here or two, and which ids does its loop "
+    "turn into -100?",
+    "T": "all_scored and equal_weights fail; which positions change the value but get no gradient, "
+    "and which line decides that?",
+}
+
+_NO_SEARCH = "that searches the answer key: read each mystery's code and report instead"
+_FORBID_SEARCH = {
+    "lmcore.course.checks.answer_digest": _NO_SEARCH,
+    "hashlib.sha256": _NO_SEARCH,
+    "hashlib.new": _NO_SEARCH,
+    "lmcore.course.checks.check_choices": "that asks the checker: the checker is no oracle, the code is",
+    "lmcore.course.debugging.exercises.check_mystery": "that asks the checker: the checker is no oracle, "
+    "the code is",
 }
 
 
 def check_mystery(answers_fn):
-    """Grade ``answers_fn() -> {letter: key of BUG_CHOICES}`` for the five mysteries."""
+    """Grade ``answers_fn() -> {letter: key of BUG_CHOICES}`` for the five mysteries.
+
+    The key holds salted digests (:func:`lmcore.course.checks.answer_digest`, salted with the
+    exercise's name and the letter), so reading it gives nothing away; with 17 choices a search
+    over them would, so ``answers_fn`` may not hash (``answer_digest``, ``hashlib``) nor call
+    this checker. A failure is no oracle: it says that not all five are right, never how many
+    nor which (a count, or "P is wrong", lets a learner change one letter at a time until the
+    line moves). The one question it adds is about the mystery whose turn it is, P on the first
+    failure, Q on the second and so on: a rule that depends on the number of tries only, never on
+    the answers, so it tells nothing about which is right, and five failures have asked about
+    every mystery once. An answer that is not a key of BUG_CHOICES, or a missing letter, is
+    named: that says nothing about the key either."""
     return check_choices(
         "name_the_bugs",
         answers_fn,
         _MYSTERY_KEY,
         _HINTS,
+        choices=BUG_CHOICES,
+        forbid=_FORBID_SEARCH,
         hint=(
             "For each mystery, which of run_checks' checks fail, and which causes does each failing "
             "check name? Which of those causes fits the code you see?",
@@ -217,7 +244,8 @@ def check_loss_fn(fn):
         atol=1e-5,
         forbid=_FORBID,
         hint=(
-            "position t is scored against token t + 1: a target is a real token after the prompt.",
+            "Which positions should be scored: is the token after each one a real token after the "
+            "prompt? And does every scored position weigh the same?",
             "labels = input_ids with -100 where attention_mask is 0 or the token is among the first "
             "PROMPT; then logits[:, :-1] against labels[:, 1:], a mean over the targets left.",
         ),

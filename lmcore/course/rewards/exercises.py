@@ -105,7 +105,7 @@ def check_context_coverage(fn, *, quiet: bool = False) -> bool:
         context_coverage,
         _coverage_cases(),
         atol=1e-12,
-        rtol=1e-9,
+        rtol=1e-6,  # a share computed in float32 is right; a wrong count is off by 1 / (L - 1) or more
         quiet=quiet,
         forbid=[_COVERAGE],
         hint=(
@@ -167,7 +167,7 @@ def check_document_coverage(fn, *, quiet: bool = False) -> bool:
         document_coverage,
         _document_cases(),
         atol=1e-12,
-        rtol=1e-9,
+        rtol=1e-6,  # a share computed in float32 is right; a wrong count is off by 1 / (L - 1) or more
         quiet=quiet,
         forbid=[_COVERAGE, "lmcore.course.rewards.exercises.document_coverage"],
         hint=(
@@ -228,8 +228,8 @@ def check_decode_step(fn, *, quiet: bool = False) -> bool:
         learner,
         reference,
         cases,
-        atol=1e-9,
-        rtol=1e-9,
+        atol=1e-5,  # a step computed in float32 is right (its logits differ by about 1e-6 here);
+        rtol=1e-5,  # every plausible wrong step is off by more than 0.01
         quiet=quiet,
         no_mutation=False,  # the model is an input; the cache is compared as a result
         forbid={
@@ -240,7 +240,8 @@ def check_decode_step(fn, *, quiet: bool = False) -> bool:
             "lmcore.model.CausalSelfAttention.forward": "write the attention step yourself",
         },
         hint=(
-            "the new token sits at position P = the cache's length: embed it with wte and wpe at P.",
+            "Your step must see what the full forward sees at the newest position: which position "
+            "number does the new token have, and which keys, cached and new, does its query read?",
             "in each block: h = ln_1(x); q, k, v from c_attn(h), split into heads; append k and v to "
             "the block's cache before attending (the new position reads itself too); "
             "x = x + c_proj(heads merged); x = x + mlp(ln_2(x)); logits = lm_head(ln_f(x)).",

@@ -7,8 +7,10 @@ one, a cosine that counts from step 0 or decays to 0, a cosine that rises again 
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...train import lr_at
-from ..checks import Case, check
+from ..checks import Case, check, float32_atol
 
 __all__ = ["lr_schedule_cases", "check_lr_schedule"]
 
@@ -34,6 +36,12 @@ def lr_schedule_cases() -> list[Case]:
     return cases
 
 
+def _lr_atol(step, *, lr, **_) -> float:
+    """A schedule computed in float32 is right: a few float32 spacings of ``lr``, the largest
+    rate of the setting (the values of the lr=3e-3 setting sit far below the kit's 1e-6)."""
+    return float32_atol(np.asarray(lr, dtype=np.float64), floor=1e-15)
+
+
 def check_lr_schedule(fn, *, quiet: bool = False):
     """Grade ``fn(step, *, lr, min_lr, warmup_steps, max_steps) -> learning rate`` against
     :func:`lmcore.train.lr_at` (which ``fn`` must not call)."""
@@ -49,8 +57,8 @@ def check_lr_schedule(fn, *, quiet: bool = False):
             "progress = (step - warmup_steps) / max(1, max_steps - warmup_steps) and "
             "min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2; min_lr from max_steps on.",
         ),
-        atol=1e-12,
-        rtol=1e-9,
+        atol=_lr_atol,
+        rtol=1e-6,
         forbid=_FORBID,
         quiet=quiet,
     )

@@ -1,0 +1,1186 @@
+"""The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
+top_p_filter (08); my_entropy, my_kl_gap, my_allow_only, my_floor, my_context_free_floor (09);
+my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
+for what each entry holds."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+from collections import Counter, OrderedDict
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from _answers import Answers
+
+from lmcore import causal_lm_loss
+from lmcore.course.checks import answer_digest
+from lmcore.course.debugging import exercises as DX
+from lmcore.course.debugging import losses as DL
+from lmcore.course.floor import decoding as FD
+from lmcore.course.floor import exercises as FX
+from lmcore.course.floor import lesson as FL
+from lmcore.course.rewards import data as RD
+from lmcore.course.rewards import exercises as RX
+from lmcore.course.rewards import inference as RI
+from lmcore.course.rewards import lesson as RL
+from lmcore.course.training import exercises as TX
+from lmcore.course.training import lesson as TL
+from lmcore.data import ChatTokenizer, chat_arithmetic_entropy
+from lmcore.sample import filter_logits, next_token_distribution
+from lmcore.train import lr_at
+
+ANSWERS: dict[str, Answers] = {}
+TOK = ChatTokenizer()
+
+
+# ---------------------------------------------------------------- 07: name the bugs (choices)
+
+_BUGS = {
+    "P": "mask_after_shift",
+    "Q": "token_denominator",
+    "R": "correct",
+    "S": "specials_masked",
+    "T": "detached",
+}
+
+
+def _bugs_literal():
+    return {
+        "P": "mask_after_shift",
+        "Q": "token_denominator",
+        "R": "correct",
+        "S": "specials_masked",
+        "T": "detached",
+    }
+
+
+def _bugs_zip():
+    return dict(
+        zip("PQRST", ["mask_after_shift", "token_denominator", "correct", "specials_masked", "detached"])
+    )
+
+
+def _bugs_reversed_ordered():  # filled in another order, an OrderedDict (a dict subclass)
+    out = OrderedDict()
+    for letter in "TSRQP":
+        out[letter] = _BUGS[letter]
+    return out
+
+
+@functools.wraps(_bugs_literal)
+def _bugs_wrapped():
+    return {letter: cause for letter, cause in sorted(_BUGS.items())}
+
+
+def _bugs_with(**changed):
+    return lambda: dict(_BUGS, **changed)
+
+
+def _bugs_by_digest():  # a search of the key: every choice hashed until one matches
+    return {
+        letter: next(c for c in DX.BUG_CHOICES if answer_digest("name_the_bugs", letter, c) == digest)
+        for letter, digest in DX._MYSTERY_KEY.items()
+    }
+
+
+def _bugs_by_sha256():  # the same search with hashlib itself
+    import hashlib
+
+    def digest(letter, c):
+        return hashlib.sha256(f"name_the_bugs\x00{letter!r}\x00{c!r}".encode()).hexdigest()
+
+    return {
+        letter: next(c for c in DX.BUG_CHOICES if digest(letter, c) == key)
+        for letter, key in DX._MYSTERY_KEY.items()
+    }
+
+
+def _bugs_by_the_checker():  # an oracle search through the checker (one probe shown)
+    guess = {letter: "correct" for letter in "PQRST"}
+    DX.check_mystery(lambda: guess)
+    return guess
+
+
+ANSWERS["name_the_bugs"] = Answers(
+    check=DX.check_mystery,
+    no_float32="the answers are choices (keys of BUG_CHOICES), no float quantity",
+    right={
+        "literal": _bugs_literal,
+        "zip_of_two_lists": _bugs_zip,
+        "reversed_ordered_dict": _bugs_reversed_ordered,
+        "wrapped": _bugs_wrapped,
+    },
+    wrong={
+        "P_the_signatures_other_cause": _bugs_with(P="padding_scored"),
+        "Q_global_num_items": _bugs_with(Q="global_num_items"),
+        "S_eos_is_pad": _bugs_with(S="eos_is_pad"),
+        "T_batch_means": _bugs_with(T="batch_means"),
+        "R_and_T_swapped": _bugs_with(R="detached", T="correct"),
+        "everything_correct": lambda: dict.fromkeys("PQRST", "correct"),
+        "titles_not_keys": lambda: {k: DX.BUG_CHOICES[v] for k, v in _BUGS.items()},
+        "lowercase_letters": lambda: {k.lower(): v for k, v in _BUGS.items()},
+        "a_list_not_a_dict": lambda: list(_BUGS.values()),
+    },
+    refused={
+        "search_of_the_key_by_answer_digest": (_bugs_by_digest, "the answer key"),
+        "search_of_the_key_by_sha256": (_bugs_by_sha256, "the answer key"),
+        "oracle_search_through_the_checker": (_bugs_by_the_checker, "the checker"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 07: completion-only loss
+
+
+def _completion_labels(ids, mask):
+    prompt = torch.arange(ids.shape[1]) < DX.PROMPT
+    return ids.masked_fill((mask == 0) | prompt, -100)
+
+
+def _loss_reshape(logits, input_ids, attention_mask):
+    V = logits.shape[-1]
+    labels = _completion_labels(input_ids, attention_mask)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+
+
+def _loss_transpose_sum_over_count(logits, input_ids, attention_mask):  # (N, V, L) layout, sum / count
+    labels = _completion_labels(input_ids, attention_mask)[:, 1:]
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), labels, reduction="sum")
+    return nll / (labels != -100).sum()
+
+
+def _loss_float32_by_hand(logits, input_ids, attention_mask):  # log-softmax by the max trick, float32
+    z = logits[:, :-1].float()
+    labels = _completion_labels(input_ids, attention_mask)[:, 1:]
+    keep = labels != -100
+    m = z.amax(-1, keepdim=True)
+    logp = z - m - (z - m).exp().sum(-1, keepdim=True).log()
+    picked = logp.gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    return -(picked * keep).sum() / keep.sum()
+
+
+def _loss_row_sums(logits, input_ids, attention_mask):  # per-row sums first, then one division
+    labels = _completion_labels(input_ids, attention_mask)
+    total, count = 0.0, 0
+    for i in range(len(input_ids)):
+        y = labels[i, 1:]
+        total = total + F.cross_entropy(logits[i, :-1], y, reduction="sum", ignore_index=-100)
+        count += int((y != -100).sum())
+    return total / count
+
+
+@functools.wraps(_loss_reshape)
+def _loss_wrapped(logits, input_ids, attention_mask):
+    return _loss_reshape(logits, input_ids, attention_mask)
+
+
+def _loss_without_prompt_mask(lg, ids, m):
+    labels = ids.masked_fill(m == 0, -100)
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+def _loss_prompt_off_by_one(lg, ids, m):  # masks the first PROMPT targets, not the prompt's tokens
+    labels = ids.masked_fill(m == 0, -100)[:, 1:].clone()
+    labels[:, : DX.PROMPT] = -100
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels.reshape(-1))
+
+
+def _loss_token_count(lg, ids, m):
+    labels = _completion_labels(ids, m)
+    nll = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1), reduction="sum")
+    return nll / m.sum()
+
+
+def _loss_row_means(lg, ids, m):
+    keep = [i for i in range(len(ids)) if m[i, DX.PROMPT :].sum() > 0]
+    return torch.stack([_loss_reshape(lg[i : i + 1], ids[i : i + 1], m[i : i + 1]) for i in keep]).mean()
+
+
+def _loss_no_shift(lg, ids, m):
+    labels = _completion_labels(ids, m)
+    return F.cross_entropy(lg.reshape(-1, lg.shape[-1]), labels.reshape(-1))
+
+
+def _loss_sum(lg, ids, m):
+    labels = _completion_labels(ids, m)
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1), reduction="sum")
+
+
+def _loss_in_place(lg, ids, m):
+    ids[(m == 0) | (torch.arange(ids.shape[1]) < DX.PROMPT)] = -100
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+ANSWERS["my_loss_fn"] = Answers(
+    check=DX.check_loss_fn,
+    right={
+        "reshape": _loss_reshape,
+        "transpose_sum_over_count": _loss_transpose_sum_over_count,
+        "float32_log_softmax_by_hand": _loss_float32_by_hand,
+        "row_sums_then_one_division": _loss_row_sums,
+        "wrapped": _loss_wrapped,
+    },
+    wrong={
+        "no_prompt_mask": _loss_without_prompt_mask,
+        "prompt_off_by_one": _loss_prompt_off_by_one,
+        "divided_by_tokens": _loss_token_count,
+        "mean_of_row_means": _loss_row_means,
+        "no_shift": _loss_no_shift,
+        "sum_not_mean": _loss_sum,
+        "softmax_first": lambda lg, ids, m: _loss_reshape(lg.softmax(-1), ids, m),
+        "modifies_input_ids": _loss_in_place,
+    },
+    refused={
+        "lmcore_loss": (
+            lambda lg, ids, m: causal_lm_loss(lg, _completion_labels(ids, m)),
+            "called lmcore.loss.causal_lm_loss",
+        ),
+        "the_checks_reference": (
+            lambda lg, ids, m: DX._completion_loss(lg, ids, m),
+            "that is the check's reference",
+        ),
+        "the_notebooks_loss_correct": (DL.loss_correct, "called lmcore"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 08: the learning-rate schedule
+
+
+def _lr_branches(step, *, lr, min_lr, warmup_steps, max_steps):
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def _lr_float32(step, *, lr, min_lr, warmup_steps, max_steps):
+    f = np.float32
+    if step < warmup_steps:
+        return float(f(lr) * f(step + 1) / f(warmup_steps))
+    if step >= max_steps:
+        return float(f(min_lr))
+    progress = f(step - warmup_steps) / f(max(1, max_steps - warmup_steps))
+    return float(f(min_lr) + f(0.5) * (f(1) + np.cos(f(np.pi) * progress)) * (f(lr) - f(min_lr)))
+
+
+def _lr_clipped_numpy(step, *, lr, min_lr, warmup_steps, max_steps):  # one cosine, clipped, no branch after
+    warm = lr * (step + 1) / max(warmup_steps, 1)
+    t = np.clip((step - warmup_steps) / max(1, max_steps - warmup_steps), 0.0, 1.0)
+    cosine = min_lr + (lr - min_lr) * (np.cos(np.pi * t) + 1) / 2
+    return float(warm if step < warmup_steps else cosine)
+
+
+def _lr_cos_squared(step, *, lr, min_lr, warmup_steps, max_steps):  # (1 + cos x) / 2 = cos^2(x / 2)
+    if step < warmup_steps:
+        return (step + 1) * lr / warmup_steps
+    t = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return min_lr + (lr - min_lr) * math.cos(math.pi * t / 2) ** 2
+
+
+@functools.wraps(_lr_branches)
+def _lr_wrapped(step, **kw):
+    return _lr_branches(step, **kw)
+
+
+def _lr_warmup_from_zero(step, **kw):
+    if step < kw["warmup_steps"]:
+        return kw["lr"] * step / kw["warmup_steps"]
+    return _lr_branches(step, **kw)
+
+
+def _lr_cosine_counts_from_0(step, *, lr, min_lr, warmup_steps, max_steps):
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    return min_lr + 0.5 * (1 + math.cos(math.pi * step / max_steps)) * (lr - min_lr)
+
+
+def _lr_cosine_to_zero(step, *, lr, min_lr, warmup_steps, max_steps):
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
+    return 0.5 * (1 + math.cos(math.pi * progress)) * lr
+
+
+def _lr_rises_again(step, *, lr, min_lr, warmup_steps, max_steps):
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def _lr_linear_decay(step, *, lr, min_lr, warmup_steps, max_steps):
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    return lr - (step - warmup_steps) / max(1, max_steps - warmup_steps) * (lr - min_lr)
+
+
+def _lr_decay_over_one_step_less(step, *, lr, min_lr, warmup_steps, max_steps):  # m - w - 1: off by one
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps - 1))
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def _lr_by_lmcore_scheduler(step, **kw):  # torch's LambdaLR over lmcore's lr_at: lr_at all the same
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=kw["lr"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, **kw) / kw["lr"])
+    for _ in range(step):
+        opt.step()
+        sched.step()
+    return opt.param_groups[0]["lr"]
+
+
+ANSWERS["my_lr_at"] = Answers(
+    check=TX.check_lr_schedule,
+    right={
+        "branches": _lr_branches,
+        "float32": _lr_float32,
+        "clipped_numpy": _lr_clipped_numpy,
+        "cos_squared_half_angle": _lr_cos_squared,
+        "wrapped": _lr_wrapped,
+    },
+    wrong={
+        "warmup_from_zero": _lr_warmup_from_zero,
+        "cosine_counts_from_step_0": _lr_cosine_counts_from_0,
+        "cosine_to_zero": _lr_cosine_to_zero,
+        "rises_again_after_max_steps": _lr_rises_again,
+        "linear_decay": _lr_linear_decay,
+        "decays_over_one_step_less": _lr_decay_over_one_step_less,
+    },
+    refused={
+        "lmcore_lr_at": (lambda step, **kw: lr_at(step, **kw), "called lmcore.train.optim.lr_at"),
+        "torch_scheduler_over_lr_at": (_lr_by_lmcore_scheduler, "called lmcore.train.optim.lr_at"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 08: top-p filtering
+
+
+def _top_p_sorted(probs, p):
+    sorted_p, order = torch.sort(probs, descending=True)
+    mass_before = torch.cumsum(sorted_p, 0) - sorted_p
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = mass_before < p
+    kept = torch.where(keep, probs, torch.zeros_like(probs))
+    return kept / kept.sum()
+
+
+def _top_p_float32(probs, p):
+    return _top_p_sorted(probs.float(), p)
+
+
+def _top_p_loop(probs, p):  # add the most likely tokens one at a time until the mass reaches p
+    values = probs.tolist()
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    kept, mass = [], 0.0
+    for i in order:
+        kept.append(i)
+        mass += values[i]
+        if mass >= p:
+            break
+    out = torch.zeros_like(probs)
+    out[kept] = probs[kept]
+    return out / out.sum()
+
+
+def _top_p_numpy_cut(probs, p):  # the count of tokens to keep from a cumulative sum, NumPy
+    x = probs.numpy()
+    order = np.argsort(-x, kind="stable")
+    k = int(np.searchsorted(np.cumsum(x[order]), p)) + 1
+    out = np.zeros_like(x)
+    out[order[:k]] = x[order[:k]]
+    return torch.from_numpy(out / out.sum())
+
+
+@torch.no_grad()
+def _top_p_no_grad(probs, p):
+    return _top_p_sorted(probs, p)
+
+
+def _top_p_excludes_crossing(probs, p):
+    s, order = torch.sort(probs, descending=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = torch.cumsum(s, 0) <= p
+    keep[order[0]] = True
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def _top_p_no_renormalise(probs, p):
+    out = _top_p_sorted(probs, p)
+    return out * probs[out > 0].sum()
+
+
+def _top_p_ascending(probs, p):
+    s, order = torch.sort(probs)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = torch.cumsum(s, 0) - s < p
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def _top_p_unsorted(probs, p):
+    keep = torch.cumsum(probs, 0) - probs < p
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def _top_p_sorted_order_returned(probs, p):  # forgets to put the tokens back in their order
+    s, _ = torch.sort(probs, descending=True)
+    out = torch.where(torch.cumsum(s, 0) - s < p, s, 0.0)
+    return out / out.sum()
+
+
+ANSWERS["top_p_filter"] = Answers(
+    check=TL.check_top_p,
+    right={
+        "sorted_mass_before": _top_p_sorted,
+        "float32": _top_p_float32,
+        "loop_until_p": _top_p_loop,
+        "numpy_searchsorted": _top_p_numpy_cut,
+        "no_grad": _top_p_no_grad,
+    },
+    wrong={
+        "excludes_the_crossing_token": _top_p_excludes_crossing,
+        "not_renormalised": _top_p_no_renormalise,
+        "ascending_sort": _top_p_ascending,
+        "cumulative_in_vocabulary_order": _top_p_unsorted,
+        "returned_in_sorted_order": _top_p_sorted_order_returned,
+    },
+    refused={
+        "lmcore_filter_logits": (
+            lambda probs, p: torch.softmax(filter_logits(probs.log(), top_p=p), -1),
+            "called lmcore.sample.filter_logits",
+        ),
+        "the_checks_reference": (TL.top_p_reference, "that is the check's reference"),
+        "lmcore_next_token_distribution": (
+            lambda probs, p: next_token_distribution(probs.log(), top_p=p).double(),
+            "lmcore's filter",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 09: entropy and the KL gap
+
+
+def _entropy_mask(p):
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _entropy_float32(p):
+    p = np.asarray(p, dtype=np.float32)
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _entropy_loop_fsum(p):
+    return -math.fsum(x * math.log(x) for x in p.tolist() if x > 0)
+
+
+def _entropy_xlogy_torch(p):  # torch's xlogy gives 0 ln 0 = 0
+    t = torch.from_numpy(p)
+    return float(-torch.special.xlogy(t, t).sum())
+
+
+@functools.wraps(_entropy_mask)
+def _entropy_wrapped(p):
+    return float(-np.dot(p[p > 0], np.log(p[p > 0])))
+
+
+ANSWERS["my_entropy"] = Answers(
+    check=FX.check_entropy,
+    right={
+        "mask": _entropy_mask,
+        "float32": _entropy_float32,
+        "loop_fsum": _entropy_loop_fsum,
+        "torch_xlogy": _entropy_xlogy_torch,
+        "dot_wrapped": _entropy_wrapped,
+    },
+    wrong={
+        "bits": lambda p: _entropy_mask(p) / math.log(2),
+        "log10": lambda p: float(-(p[p > 0] * np.log10(p[p > 0])).sum()),
+        "zero_entries_give_nan": lambda p: float(-(p * np.log(p)).sum()),
+        "sign": lambda p: -_entropy_mask(p),
+        "unweighted_mean_surprisal": lambda p: float(-np.log(p[p > 0]).mean()),
+        "ln_of_support_size": lambda p: math.log(int((p > 0).sum())),
+    },
+    refused={
+        "course_entropy": (lambda p: FL.entropy(p), "called lmcore.course.floor.lesson.entropy"),
+        "course_cross_entropy_with_itself": (
+            lambda p: FL.cross_entropy(p, p),
+            "called lmcore.course.floor.lesson.cross_entropy",
+        ),
+        "torch_categorical_entropy": (
+            lambda p: float(torch.distributions.Categorical(probs=torch.from_numpy(p)).entropy()),
+            "write the sum yourself",
+        ),
+    },
+)
+
+
+def _kl_mask(p, q):
+    k = p > 0
+    return float((p[k] * np.log(p[k] / q[k])).sum())
+
+
+def _kl_float32(p, q):
+    p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
+    k = p32 > 0
+    return float((p32[k] * (np.log(p32[k]) - np.log(q32[k]))).sum())
+
+
+def _kl_cross_minus_entropy(p, q):  # H(p, q) - H(p), both written here
+    k = p > 0
+    return float(-(p[k] * np.log(q[k])).sum() + (p[k] * np.log(p[k])).sum())
+
+
+def _kl_loop(p, q):
+    return math.fsum(a * math.log(a / b) for a, b in zip(p.tolist(), q.tolist()) if a > 0)
+
+
+@torch.no_grad()
+def _kl_torch_no_grad(p, q):
+    tp, tq = torch.from_numpy(p), torch.from_numpy(q)
+    return float((torch.special.xlogy(tp, tp) - torch.special.xlogy(tp, tq)).sum())
+
+
+ANSWERS["my_kl_gap"] = Answers(
+    check=FX.check_kl_gap,
+    right={
+        "mask": _kl_mask,
+        "float32": _kl_float32,
+        "cross_entropy_minus_entropy": _kl_cross_minus_entropy,
+        "loop_fsum": _kl_loop,
+        "torch_xlogy_no_grad": _kl_torch_no_grad,
+    },
+    wrong={
+        "reversed_KL_q_p": lambda p, q: _kl_mask(q, p) if np.all(p > 0) else float("inf"),
+        "bits": lambda p, q: _kl_mask(p, q) / math.log(2),
+        "cross_entropy_not_the_gap": lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),
+        "entropy_difference": lambda p, q: abs(_entropy_mask(q) - _entropy_mask(p)),
+        "weighted_by_q": lambda p, q: float(np.nansum(q * np.log(np.where(p > 0, p, 1) / q) * (p > 0))),
+        "unweighted_sum_of_log_ratios": lambda p, q: float(np.log(p[p > 0] / q[p > 0]).sum()),
+    },
+    refused={
+        "course_kl_divergence": (lambda p, q: FL.kl_divergence(p, q), "called lmcore.course.floor.lesson"),
+        "torch_kl_div": (
+            lambda p, q: float(F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="sum")),
+            "write the sum yourself",
+        ),
+        "torch_distributions_kl": (
+            lambda p, q: float(
+                torch.distributions.kl_divergence(
+                    torch.distributions.Categorical(probs=torch.from_numpy(p)),
+                    torch.distributions.Categorical(probs=torch.from_numpy(q)),
+                )
+            ),
+            "write the sum yourself",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 09: allow only some tokens
+
+
+def _allow_masked_fill(logits, allowed):
+    keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
+    keep[list(allowed)] = True
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def _allow_float32(logits, allowed):
+    return _allow_masked_fill(logits.float(), allowed)
+
+
+def _allow_additive_bias(logits, allowed):  # a bias of -inf / 0 added to every row
+    bias = torch.full((logits.shape[-1],), float("-inf"), dtype=logits.dtype)
+    bias[list(allowed)] = 0.0
+    return logits + bias
+
+
+def _allow_scatter_into_copy(logits, allowed):  # a fresh -inf tensor, the allowed columns copied in
+    out = torch.full_like(logits, float("-inf"))
+    idx = torch.tensor(list(allowed))
+    out[..., idx] = logits[..., idx]
+    return out
+
+
+def _allow_large_negative(logits, allowed):  # -1e9 instead of -inf: exp underflows to 0
+    out = logits.clone()
+    banned = [i for i in range(logits.shape[-1]) if i not in set(allowed)]
+    out[..., banned] = -1e9
+    return out
+
+
+@torch.no_grad()
+def _allow_no_grad(logits, allowed):
+    return torch.where(
+        torch.isin(torch.arange(logits.shape[-1]), torch.tensor(list(allowed))), logits, -math.inf
+    )
+
+
+def _allow_zero(logits, allowed):  # banned logits set to 0: still probable
+    keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
+    keep[list(allowed)] = True
+    return logits.masked_fill(~keep, 0.0)
+
+
+def _allow_in_place(logits, allowed):
+    keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
+    keep[list(allowed)] = True
+    return logits.masked_fill_(~keep, float("-inf"))
+
+
+def _allow_first_axis(logits, allowed):  # masks rows (axis 0), not tokens
+    keep = torch.zeros(logits.shape[0], dtype=torch.bool)
+    keep[[i for i in allowed if i < logits.shape[0]]] = True
+    return logits.masked_fill(~keep.view(-1, *[1] * (logits.ndim - 1)), float("-inf"))
+
+
+def _allow_minus_ten(logits, allowed):  # pushed down, not out
+    bias = torch.full((logits.shape[-1],), -10.0, dtype=logits.dtype)
+    bias[list(allowed)] = 0.0
+    return logits + bias
+
+
+def _allow_zero_allowed(logits, allowed):  # the allowed logits reset to 0: odds lost
+    out = torch.full_like(logits, float("-inf"))
+    out[..., list(allowed)] = 0.0
+    return out
+
+
+def _allow_probabilities(logits, allowed):  # returns probabilities, not logits
+    return torch.softmax(_allow_masked_fill(logits, allowed), -1)
+
+
+ANSWERS["my_allow_only"] = Answers(
+    check=FX.check_allow_only,
+    right={
+        "masked_fill": _allow_masked_fill,
+        "float32": _allow_float32,
+        "additive_bias": _allow_additive_bias,
+        "scatter_into_fresh": _allow_scatter_into_copy,
+        "minus_1e9": _allow_large_negative,
+        "isin_where_no_grad": _allow_no_grad,
+    },
+    wrong={
+        "banned_set_to_zero": _allow_zero,
+        "in_place": _allow_in_place,
+        "first_axis": _allow_first_axis,
+        "pushed_down_by_10": _allow_minus_ten,
+        "allowed_reset_to_zero": _allow_zero_allowed,
+        "returns_probabilities": _allow_probabilities,
+    },
+    refused={
+        "course_allow_only": (lambda logits, allowed: FD.allow_only(logits, allowed), "write it yourself"),
+        "course_allow_only_by_partial": (
+            functools.partial(FD.allow_only),
+            "called lmcore.course.floor.decoding.allow_only",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 09: the subtraction floor
+
+
+def _digits(x):
+    return len(str(x))
+
+
+def _floor_enumerate(high):
+    nats = targets = 0.0
+    for a in range(high + 1):
+        for b in range(a + 1):
+            p = 1 / ((high + 1) * (a + 1))
+            nats -= p * math.log(p)
+            targets += p * (_digits(a) + _digits(b) + _digits(a - b) + 5)
+    return nats / targets
+
+
+def _floor_float32(high):
+    f = np.float32
+    nats = targets = f(0)
+    for a in range(high + 1):
+        for b in range(a + 1):
+            p = f(1) / (f(high + 1) * f(a + 1))
+            nats -= p * np.log(p)
+            targets += p * f(_digits(a) + _digits(b) + _digits(a - b) + 5)
+    return float(nats / targets)
+
+
+def _floor_closed_form(high):  # H(a) + H(b | a) over E[targets], the expectation a by a
+    nats = math.log(high + 1) + sum(math.log(a + 1) for a in range(high + 1)) / (high + 1)
+    per_a = [
+        sum(_digits(a) + _digits(b) + _digits(a - b) for b in range(a + 1)) / (a + 1) for a in range(high + 1)
+    ]
+    return nats / (5 + sum(per_a) / (high + 1))
+
+
+def _floor_tokenizer(high):  # the targets counted by the tokenizer, as the chat corpus counts them
+    nats = targets = 0.0
+    for a in range(high + 1):
+        for b in range(a + 1):
+            p = 1 / ((high + 1) * (a + 1))
+            nats += p * math.log((high + 1) * (a + 1))
+            targets += p * len(TOK.encode(f"<user> {a} - {b} = <assistant> {a - b} ."))
+    return nats / targets
+
+
+@functools.wraps(_floor_enumerate)
+def _floor_wrapped(high):
+    return _floor_closed_form(high)
+
+
+def _mean_targets(h):
+    return sum(
+        (_digits(a) + _digits(b) + _digits(a - b) + 5) / ((h + 1) * (a + 1))
+        for a in range(h + 1)
+        for b in range(a + 1)
+    )
+
+
+def _floor_mean_of_ratios(h):
+    tot = 0.0
+    for a in range(h + 1):
+        for b in range(a + 1):
+            p = 1 / ((h + 1) * (a + 1))
+            tot += p * (-math.log(p)) / (_digits(a) + _digits(b) + _digits(a - b) + 5)
+    return tot
+
+
+def _floor_pairs_equally_likely(h):
+    pairs = [(a, b) for a in range(h + 1) for b in range(a + 1)]
+    return math.log(len(pairs)) / (
+        sum(_digits(a) + _digits(b) + _digits(a - b) + 5 for a, b in pairs) / len(pairs)
+    )
+
+
+ANSWERS["my_floor"] = Answers(
+    check=FX.check_subtraction_floor,
+    right={
+        "enumerate": _floor_enumerate,
+        "float32": _floor_float32,
+        "closed_form": _floor_closed_form,
+        "tokenizer_counts": _floor_tokenizer,
+        "wrapped": _floor_wrapped,
+    },
+    wrong={
+        "b_uniform_as_in_plus": lambda h: 2 * math.log(h + 1) / _mean_targets(h),
+        "mean_of_ratios": _floor_mean_of_ratios,
+        "pairs_equally_likely": _floor_pairs_equally_likely,
+        "per_turn_not_per_target": lambda h: _floor_enumerate(h) * _mean_targets(h),
+        "fixed_8_targets": lambda h: _floor_enumerate(h) * _mean_targets(h) / 8,
+        "no_EOS_target": lambda h: _floor_enumerate(h) * _mean_targets(h) / (_mean_targets(h) - 1),
+        "bits": lambda h: _floor_enumerate(h) / math.log(2),
+        "the_plus_corpus": lambda h: chat_arithmetic_entropy(high=h),
+    },
+    refused={
+        "course_subtraction_floor": (
+            lambda h: FX.subtraction_floor(h),
+            "called lmcore.course.floor.exercises.subtraction_floor",
+        ),
+        "course_entropy_of_the_turns": (
+            lambda h: (
+                FL.entropy(np.array([1 / ((h + 1) * (a + 1)) for a in range(h + 1) for _ in range(a + 1)]))
+                / _mean_targets(h)
+            ),
+            "called lmcore.course.floor.lesson.entropy",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 09: the context-free floor
+
+
+def _target_ids(high, *, first=1, eos=True):
+    out = []
+    for a in range(high + 1):
+        for b in range(high + 1):
+            out += TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[first:] + (
+                [TOK.eos_id] if eos else []
+            )
+    return out
+
+
+def _cf_counter(high):
+    c = np.array(list(Counter(_target_ids(high)).values()), dtype=float)
+    p = c / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def _cf_float32(high):
+    c = np.array(list(Counter(_target_ids(high)).values()), dtype=np.float32)
+    p = c / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def _cf_bincount_log_of_total(high):  # ln N - sum c ln c / N: the counts, never the frequencies
+    c = np.bincount(_target_ids(high)).astype(float)
+    c = c[c > 0]
+    n = c.sum()
+    return float(math.log(n) - (c * np.log(c)).sum() / n)
+
+
+def _cf_fit_by_descent(high):  # another algorithm: fit a unigram model, read its loss
+    ids = torch.tensor(_target_ids(high))
+    counts = torch.bincount(ids, minlength=TOK.vocab_size).double()
+    z = torch.zeros(TOK.vocab_size, dtype=torch.float64)
+    z[counts > 0] = counts[counts > 0].log()  # the optimum in closed form: logits = ln counts
+    z[counts == 0] = -math.inf
+    return float(F.cross_entropy(z.expand(len(ids), -1), ids))
+
+
+@functools.wraps(_cf_counter)
+def _cf_wrapped(high):
+    return _cf_bincount_log_of_total(high)
+
+
+def _cf_by_hand_entropy(h):
+    c = np.array(list(Counter(_target_ids(h)).values()), dtype=float)
+    p = c / c.sum()
+    return p
+
+
+ANSWERS["my_context_free_floor"] = Answers(
+    check=FX.check_context_free_floor,
+    right={
+        "counter": _cf_counter,
+        "float32": _cf_float32,
+        "counts_not_frequencies": _cf_bincount_log_of_total,
+        "unigram_model_loss": _cf_fit_by_descent,
+        "wrapped": _cf_wrapped,
+    },
+    wrong={
+        "the_floor_with_context": lambda h: chat_arithmetic_entropy(high=h),
+        "ln_V": lambda h: math.log(TOK.vocab_size),
+        "user_counted_as_a_target": lambda h: _entropy_mask(
+            np.array(list(Counter(_target_ids(h, first=0)).values()), dtype=float)
+            / len(_target_ids(h, first=0))
+        ),
+        "no_EOS_target": lambda h: _entropy_mask(
+            np.array(list(Counter(_target_ids(h, eos=False)).values()), dtype=float)
+            / len(_target_ids(h, eos=False))
+        ),
+        "bits": lambda h: _cf_counter(h) / math.log(2),
+        "only_the_tokens_that_occur_uniform": lambda h: math.log(len(set(_target_ids(h)))),
+    },
+    refused={
+        "course_context_free_floor": (
+            lambda h: FX.context_free_floor(h),
+            "called lmcore.course.floor.exercises.context_free_floor",
+        ),
+        "course_entropy_of_the_frequencies": (
+            lambda h: FL.entropy(_cf_by_hand_entropy(h)),
+            "called lmcore.course.floor.lesson.entropy",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 10: several right answers
+
+
+def _set_logsumexp(z, a):
+    z = z.double()
+    return float(torch.logsumexp(z, 0) - torch.logsumexp(z[list(a)], 0))
+
+
+def _set_float32(z, a):
+    z = z.float()
+    return float(torch.logsumexp(z, 0) - torch.logsumexp(z[list(a)], 0))
+
+
+def _set_max_trick_numpy(z, a):  # both log-sum-exps by the max trick, NumPy
+    x = z.double().numpy()
+    s = x[list(a)]
+    return float(x.max() + np.log(np.exp(x - x.max()).sum()) - s.max() - np.log(np.exp(s - s.max()).sum()))
+
+
+def _set_log_softmax_then_lse(z, a):  # log-probabilities first, then log-sum-exp of the right ones
+    return float(-torch.logsumexp(torch.log_softmax(z.double(), 0)[list(a)], 0))
+
+
+@torch.no_grad()
+def _set_no_grad(z, a):
+    return _set_logsumexp(z, a)
+
+
+def _set_single(z, i):
+    return _set_logsumexp(z, [i])
+
+
+ANSWERS["my_set_nll"] = Answers(
+    check=RX.check_set_nll,
+    right={
+        "logsumexp": _set_logsumexp,
+        "float32": _set_float32,
+        "max_trick_numpy": _set_max_trick_numpy,
+        "log_softmax_then_logsumexp": _set_log_softmax_then_lse,
+        "no_grad": _set_no_grad,
+    },
+    wrong={
+        "naive_softmax_sum": lambda z, a: float(-torch.log(torch.softmax(z.double(), 0)[list(a)].sum())),
+        "first_answer_only": lambda z, a: _set_single(z, a[0]),
+        "sum_of_single_losses": lambda z, a: sum(_set_single(z, i) for i in a),
+        "mean_of_single_losses": lambda z, a: sum(_set_single(z, i) for i in a) / len(a),
+        "largest_probability_only": lambda z, a: min(_set_single(z, i) for i in a),
+        "max_instead_of_logsumexp": lambda z, a: float(z.double().max() - z.double()[list(a)].max()),
+        "sign": lambda z, a: -_set_logsumexp(z, a),
+    },
+    refused={
+        "course_set_nll": (lambda z, a: RL.set_nll(z, a), "called lmcore.course.rewards.lesson.set_nll"),
+        "course_set_nll_by_partial": (functools.partial(RL.set_nll), "write it yourself"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 10: context coverage
+
+
+def _cov_formula(L, k):
+    return max(0, L - max(k, 1)) / (L - 1)
+
+
+def _cov_float32(L, k):
+    return float(np.float32(max(0, L - max(k, 1))) / np.float32(L - 1))
+
+
+def _cov_count(L, k):  # count the targets t = 1 .. L - 1 with t >= k
+    return sum(1 for t in range(1, L) if t >= k) / (L - 1)
+
+
+def _cov_complement(L, k):  # one minus the share that sees fewer than k
+    short = min(L - 1, max(k - 1, 0))
+    return 1 - short / (L - 1)
+
+
+@functools.wraps(_cov_formula)
+def _cov_wrapped(L, k):
+    return float(torch.arange(1, L).ge(k).double().mean())
+
+
+ANSWERS["my_context_coverage"] = Answers(
+    check=RX.check_context_coverage,
+    right={
+        "formula": _cov_formula,
+        "float32": _cov_float32,
+        "count": _cov_count,
+        "complement": _cov_complement,
+        "torch_mean_wrapped": _cov_wrapped,
+    },
+    wrong={
+        "t_from_0": lambda L, k: max(0, L - k) / L,
+        "off_by_one": lambda L, k: max(0, L - k + 1) / (L - 1),
+        "divides_by_L": lambda L, k: max(0, L - max(k, 1)) / L,
+        "negative_past_the_end": lambda L, k: (L - max(k, 1)) / (L - 1),
+        "strictly_more_than_k": lambda L, k: sum(1 for t in range(1, L) if t > k) / (L - 1),
+        "count_not_share": lambda L, k: max(0, L - max(k, 1)),
+    },
+    refused={
+        "course_context_coverage": (
+            lambda L, k: RD.context_coverage(L, k),
+            "called lmcore.course.rewards.data.context_coverage",
+        ),
+        "course_context_coverage_itself": (RD.context_coverage, "write it yourself"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 10: coverage in a packed row
+
+
+def _doc_formula(d, k):
+    valid = sum(n - 1 for n in d)
+    return sum(max(0, n - max(k, 1)) for n in d) / valid if valid else 0.0
+
+
+def _doc_float32(d, k):
+    valid = np.float32(sum(n - 1 for n in d))
+    return float(np.float32(sum(max(0, n - max(k, 1)) for n in d)) / valid) if valid else 0.0
+
+
+def _doc_loop_over_the_row(d, k):  # walk the row token by token, the offset reset at each document
+    valid = seen = 0
+    for n in d:
+        for offset in range(1, n):
+            valid += 1
+            seen += offset >= k
+    return seen / valid if valid else 0.0
+
+
+def _doc_torch_offsets(d, k):  # every position's offset in its document, from a cumulative sum
+    lengths = torch.tensor(d)
+    starts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    offset = torch.arange(int(lengths.sum())) - starts
+    valid = offset > 0
+    return float((valid & (offset >= k)).sum() / valid.sum()) if valid.any() else 0.0
+
+
+@functools.wraps(_doc_formula)
+def _doc_wrapped(d, k):
+    return _doc_loop_over_the_row(d, k)
+
+
+ANSWERS["my_document_coverage"] = Answers(
+    check=RX.check_document_coverage,
+    right={
+        "formula": _doc_formula,
+        "float32": _doc_float32,
+        "loop_over_the_row": _doc_loop_over_the_row,
+        "torch_offsets": _doc_torch_offsets,
+        "wrapped": _doc_wrapped,
+    },
+    wrong={
+        "the_whole_row_as_one_document": lambda d, k: _cov_formula(sum(d), k),
+        "document_starts_counted_as_targets": lambda d, k: (
+            sum(max(0, n - max(k, 1)) for n in d) / (sum(d) - 1)
+        ),
+        "off_by_one_more_than_k": lambda d, k: sum(max(0, n - 1 - k) for n in d) / sum(n - 1 for n in d),
+        "no_guard_at_k_0": lambda d, k: sum(max(0, n - k) for n in d) / sum(n - 1 for n in d),
+        "mean_of_per_document_shares": lambda d, k: (
+            sum(max(0, n - max(k, 1)) / (n - 1) for n in d if n > 1) / sum(1 for n in d if n > 1)
+        ),
+        "no_clamp": lambda d, k: sum(n - max(k, 1) for n in d) / sum(n - 1 for n in d),
+    },
+    refused={
+        "course_document_coverage": (
+            lambda d, k: RX.document_coverage(d, k),
+            "called lmcore.course.rewards.exercises.document_coverage",
+        ),
+        "course_context_coverage_per_document": (
+            lambda d, k: sum(RD.context_coverage(n, k) * (n - 1) for n in d if n > 1) / sum(n - 1 for n in d),
+            "called lmcore.course.rewards.data.context_coverage",
+        ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 10: one decode step
+
+
+def _decode(model, token, cache, *, pos=lambda P: P, append_first=True, extend=True, causal=False, ln_f=True):
+    P = cache[0][0].shape[2]
+    x = model.wte(token)[:, None] + model.wpe.weight[pos(P)]
+    new = []
+    for block, (k_old, v_old) in zip(model.blocks, cache):
+        attn, h = block.attn, block.ln_1(x)
+        N, _, D = h.shape
+        q, k, v = (
+            t.view(N, 1, attn.n_head, D // attn.n_head).transpose(1, 2) for t in attn.c_attn(h).split(D, 2)
+        )
+        k_all, v_all = torch.cat([k_old, k], 2), torch.cat([v_old, v], 2)
+        if append_first:
+            y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=causal)
+        else:
+            y = F.scaled_dot_product_attention(q, k_old, v_old)
+        new.append((k_all, v_all) if extend else (k_old, v_old))
+        x = x + attn.c_proj(y.transpose(1, 2).reshape(N, 1, D))
+        x = x + block.mlp(block.ln_2(x))
+    return model.lm_head(model.ln_f(x) if ln_f else x)[:, 0], new
+
+
+def _decode_manual_softmax(model, token, cache):  # attention by hand: (N, H, 1, P + 1) scores, 2-D layout
+    P = cache[0][0].shape[2]
+    x = model.wte(token) + model.wpe(torch.tensor(P))  # (N, D): no length axis at all
+    new = []
+    for block, (k_old, v_old) in zip(model.blocks, cache):
+        attn = block.attn
+        N, D = x.shape
+        H = attn.n_head
+        q, k, v = (t.reshape(N, H, 1, D // H) for t in attn.c_attn(block.ln_1(x)).split(D, 1))
+        k, v = torch.cat([k_old, k], 2), torch.cat([v_old, v], 2)
+        new.append((k, v))
+        w = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D // H), -1)
+        x = x + attn.c_proj((w @ v).reshape(N, D))
+        x = x + block.mlp(block.ln_2(x))
+    return model.lm_head(model.ln_f(x)), new
+
+
+def _heads(t, H):  # (N, 1, D) -> (N, H, 1, D / H)
+    N, _, D = t.shape
+    return t.view(N, 1, H, D // H).permute(0, 2, 1, 3)
+
+
+def _decode_einsum(model, token, cache):  # einsum over named axes, the scores in float64 as given
+    P = cache[0][0].shape[2]
+    x = model.wte(token)[:, None] + model.wpe.weight[P][None, None]
+    new = []
+    for block, (k_old, v_old) in zip(model.blocks, cache):
+        attn = block.attn
+        N, _, D = x.shape
+        H = attn.n_head
+        q, k, v = attn.c_attn(block.ln_1(x)).split(D, 2)
+        k, v = torch.cat([k_old, _heads(k, H)], 2), torch.cat([v_old, _heads(v, H)], 2)
+        new.append((k, v))
+        s = torch.einsum("nhqd,nhkd->nhqk", _heads(q, H), k) * (D // H) ** -0.5
+        y = torch.einsum("nhqk,nhkd->nhqd", s.softmax(-1), v)
+        x = x + attn.c_proj(y.permute(0, 2, 1, 3).reshape(N, 1, D))
+        x = x + block.mlp(block.ln_2(x))
+    return model.lm_head(model.ln_f(x))[:, 0], new
+
+
+def _decode_float32(model, token, cache):  # the step on a float32 copy of the model and cache
+    m32 = copy.deepcopy(model).float()
+    logits, new = _decode(m32, token, [(k.float(), v.float()) for k, v in cache])
+    return logits, new
+
+
+@torch.no_grad()
+def _decode_no_grad(model, token, cache):
+    return _decode(model, token, cache)
+
+
+def _decode_by_attention_forward(model, token, cache):  # the block's attention module on the new token
+    P = cache[0][0].shape[2]
+    x = model.wte(token)[:, None] + model.wpe.weight[P]
+    for block in model.blocks:
+        x = x + block.attn(block.ln_1(x))
+        x = x + block.mlp(block.ln_2(x))
+    return model.lm_head(model.ln_f(x))[:, 0], cache
+
+
+ANSWERS["my_decode_step"] = Answers(
+    check=RX.check_decode_step,
+    right={
+        "sdpa": _decode,
+        "float32": _decode_float32,
+        "manual_softmax_2d": _decode_manual_softmax,
+        "einsum": _decode_einsum,
+        "no_grad": _decode_no_grad,
+    },
+    wrong={
+        "position_P_plus_1": lambda m, t, c: _decode(m, t, c, pos=lambda P: P + 1),
+        "position_P_minus_1": lambda m, t, c: _decode(m, t, c, pos=lambda P: P - 1),
+        "attends_before_appending_its_key": lambda m, t, c: _decode(m, t, c, append_first=False),
+        "returns_the_old_cache": lambda m, t, c: _decode(m, t, c, extend=False),
+        "is_causal_on_one_query": lambda m, t, c: _decode(m, t, c, causal=True),
+        "no_ln_f": lambda m, t, c: _decode(m, t, c, ln_f=False),
+    },
+    refused={
+        "course_forward_cached": (
+            lambda m, t, c: (lambda o: (o[0][:, 0], o[1]))(RI.forward_cached(m, t[:, None], c)),
+            "write the step yourself",
+        ),
+        "the_attention_modules_forward": (_decode_by_attention_forward, "write the attention step yourself"),
+    },
+)
