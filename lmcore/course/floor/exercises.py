@@ -5,7 +5,9 @@ a model that ignores context.
 Each checker is :func:`lmcore.course.checks.check`: the learner's function runs with warnings
 captured (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test cell that writes
 to stderr scores 0 under nbgrader), and with ``forbid=`` a call to the course's own
-``entropy``, ``cross_entropy`` or ``kl_divergence`` (or the exercise's reference) fails it.
+``entropy``, ``cross_entropy`` or ``kl_divergence`` (or the exercise's reference), or to a
+library's entropy or KL in one call (``Categorical.entropy``, ``F.kl_div``, ``kl_divergence``,
+SciPy's where installed), fails it. A float32 answer is right: the kit's tolerances.
 """
 
 from __future__ import annotations
