@@ -67,11 +67,6 @@ def strip_solutions(source: str, where: str = "cell", *, notes: bool = False, so
     return "\n".join(out)
 
 
-# A line that is only an nbval marker (``# NBVAL_IGNORE_OUTPUT``, ``# NBVAL_SKIP``, ...): nbval
-# runs the instructor edition, never the learner's, where such a line is noise.
-_NBVAL_MARKER = re.compile(r"^[ \t]*# NBVAL_[A-Z_]+[ \t]*\n?", re.M)
-
-
 def student_notebook(nb, *, notes: bool = False, solutions: bool = True):
     """A copy of ``nb`` with solutions stubbed, outputs, execution counts and widget state cleared;
     with ``notes``, each stub says how to ask for a hint and the solution (only for a hint when
@@ -81,8 +76,7 @@ def student_notebook(nb, *, notes: bool = False, solutions: bool = True):
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        source = strip_solutions(cell.source, where=f"cell {i}", notes=notes, solutions=solutions)
-        cell.source = _NBVAL_MARKER.sub("", source)  # the tests' markers are not the learner's business
+        cell.source = strip_solutions(cell.source, where=f"cell {i}", notes=notes, solutions=solutions)
         cell.outputs, cell.execution_count = [], None
     nb.metadata.pop("widgets", None)
     return nb
