@@ -130,3 +130,16 @@ def test_gpu_check_writes_its_report_when_stopped_by_sigterm(tmp_path):
     r = json.loads(report.read_text())
     assert r["status"] == "interrupted" and r["history"] and r["history"][0]["step"] == 0
     assert (copy / "out" / "gpu_check_curve.csv").exists()
+
+
+def test_gpu_check_called_again_counts_its_budget_from_the_call(tmp_path, monkeypatch):
+    # A test process imports the module once: an import long ago must not spend a later call's
+    # budget (CI stopped a 20-step dry run after one step when the import was 555 s old).
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    monkeypatch.setattr(gpu_check, "T_START", gpu_check.T_START - 10_000.0)
+    argv = ["--preset", "smoke", "--device", "cpu", "--max-steps", "3", "--sample-tokens", "5"]
+    assert gpu_check.main([*argv, "--out", str(tmp_path / "o"), "--run-dir", str(tmp_path / "r")]) == 0
+    r = json.loads((tmp_path / "o" / "gpu_check.json").read_text())
+    assert r["status"] != "stopped" and r["wall_s"] < 10_000.0
