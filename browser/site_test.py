@@ -145,8 +145,11 @@ def check_notebook_page(page, stem: str, expected: tuple, order: list, site: Sit
             problems.append(f"solution {i + 1} shown before its toggle is clicked")
             continue
         toggle.locator("summary").click()
-        if not code.is_visible() or "### BEGIN SOLUTION" not in code.inner_text():
+        text = code.inner_text() if code.is_visible() else ""
+        if not text.strip():
             problems.append(f"solution {i + 1} not shown after a click on its toggle")
+        elif "### BEGIN SOLUTION" in text or "### END SOLUTION" in text:
+            problems.append(f"solution {i + 1} shows nbgrader's BEGIN/END SOLUTION lines")
     stubs = page.locator("article .cell_input pre", has_text="NotImplementedError")
     if exercises and stubs.count() < exercises:
         problems.append(f"{stubs.count()} exercise stubs for {exercises} exercises")
