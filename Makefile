@@ -51,7 +51,11 @@ test-portable: $(STAMP)
 # make test-torch TORCH=2.11.0 (the floor pyproject declares). PyPI's Linux wheel is a CUDA
 # build: its nvidia-* libraries come along (`import torch` needs them, even on the CPU), about
 # 4.6 GB; --no-cache-dir keeps them out of pip's cache. TORCH_CLEAN=1 removes the venv after.
-# make torch-venv TORCH=X.Y.Z only installs it (.ci/run installs both in the background).
+# make torch-venv TORCH=X.Y.Z only installs it (.ci/run installs both in the background). Its
+# matplotlib keeps its font cache in the venv, not in ~/.cache beside every other venv's: a cache
+# there may name fonts of a venv that TORCH_CLEAN removed (one found here held none of
+# matplotlib's own fonts: every later plot printed findfont warnings to stderr, which nbval
+# counts as a changed output).
 TORCH       ?= 2.11.0
 TORCH_VENV  := .venv-torch-$(TORCH)
 TORCH_NB    ?= 03_* 05_* 07_*
@@ -63,7 +67,7 @@ torch-venv:
 	    torch==$(TORCH) -r $(TORCH_VENV)/requirements.txt && touch $(TORCH_VENV)/.installed; }
 
 test-torch: torch-venv
-	PYTHONPATH=$(CURDIR) $(TORCH_VENV)/bin/python -m pytest -q $(XDIST) $(NBVAL) tests \
+	MPLCONFIGDIR=$(CURDIR)/$(TORCH_VENV)/matplotlib PYTHONPATH=$(CURDIR) $(TORCH_VENV)/bin/python -m pytest -q $(XDIST) $(NBVAL) tests \
 	  $(addprefix notebooks/,$(addsuffix .ipynb,$(TORCH_NB)))
 	$(if $(TORCH_CLEAN),rm -rf $(TORCH_VENV))
 

@@ -11,9 +11,14 @@ values its text asks about. At the end, ``git status`` of notebooks/ and figures
 before. One line per notebook, then ``N passed, M failed``; screenshots in .browser-test/.
 Skips (exit 0) without Chromium or Playwright.
 
-With ``--edition both`` (the default) and ``--jobs 2`` (``BROWSER_TEST_JOBS=2``, as CI runs it), the
-learner edition runs in a second process beside the instructor edition, each notebook kernel on one
-thread; the default is one edition after the other. In the learner edition every notebook must
+With ``--jobs 2`` (``BROWSER_TEST_JOBS=2``, as CI runs it) the (edition, notebook) pairs are
+split into two lanes of about equal size (by the notebooks' file sizes, largest first, each to the
+lighter lane) and the second lane runs in a second process, each with its own JupyterLab server
+per edition and each notebook kernel on one thread; the default is one pair after the other.
+``--instructor GLOB[,GLOB]`` narrows the instructor edition to those notebooks (default: the
+same as the learner's); CI runs it over 00 and 01 only (its solutions, served in place, and the
+git check), as every widget is the same in both editions and the learner edition moves each one.
+In the learner edition every notebook must
 print "not attempted yet" (its stubs raise, its checks go on): the student edition's Run All.
 Notebook 08 loads its committed reference run
 (``LMCORE_USE_REFERENCE_RUN=1``) instead of training, as grading does: nbval verifies its
@@ -24,7 +29,7 @@ is printed and that the notebook then goes on with the reference run, with no er
 (``--no-interrupt``: it loads the reference run there too).
 
     python browser/run_browser_test.py [GLOB ...] [--edition both|instructor|learner] [--timeout S]
-                                       [--jobs 1|2] [--train] [--no-interrupt]
+                                       [--instructor GLOB,...] [--jobs 1|2] [--train] [--no-interrupt]
 """
 
 from __future__ import annotations
@@ -264,24 +269,47 @@ def run_edition(edition, folder, patterns, args, pw) -> tuple:
     return passed, failed
 
 
-def _learner_process(args) -> subprocess.Popen:
-    """The learner edition in a second process (same patterns, limits and output folder); its
-    lines go to ``<out>/learner.log``, printed when it ends. The git check stays with this one."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args.patterns, "--edition", "learner"]
+def split_lanes(items: list, weight) -> tuple:
+    """Two lanes of (edition, notebook name) ``items``: largest ``weight`` first, each to the
+    lighter lane; each lane keeps the items' order."""
+    lanes, loads = ([], []), [0, 0]
+    for item in sorted(items, key=lambda it: -weight(it)):
+        lane = 0 if loads[0] <= loads[1] else 1
+        lanes[lane].append(item)
+        loads[lane] += weight(item)
+    return tuple([it for it in items if it in lane] for lane in lanes)
+
+
+def _encode(items) -> str:
+    return ",".join(f"{edition}:{name}" for edition, name in items)
+
+
+def _decode(text: str) -> list:
+    items = [tuple(part.split(":", 1)) for part in text.split(",") if part]
+    if any(len(it) != 2 or it[0] not in ("instructor", "learner") for it in items):
+        raise ValueError(f"--items must be edition:notebook pairs separated by commas; got {text!r}.")
+    return items
+
+
+def _second_lane(args, items) -> subprocess.Popen:
+    """The second lane in a second process (same limits and output folder); its lines go to
+    ``<out>/lane-2.log``, printed when it ends. The git check stays with this one."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--items", _encode(items)]
     cmd += ["--notebooks", str(args.notebooks), "--timeout", str(args.timeout), "--out", str(args.out)]
     cmd += ["--jobs", "1", "--no-git-check"] + (["--train"] if args.train else [])
     cmd += ["--no-interrupt"] if args.no_interrupt else []
-    log = open(args.out / "learner.log", "w", encoding="utf-8")  # closed by _finish
+    path = args.out / "lane-2.log"
+    log = open(path, "w", encoding="utf-8")  # closed by _finish
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    proc.log = log
+    proc.log, proc.log_path = log, path
     return proc
 
 
-def _finish(proc: subprocess.Popen, out: Path) -> tuple:
-    """Wait for the learner process; print its lines; return (passed, failed) from its summary."""
+def _finish(proc: subprocess.Popen) -> tuple:
+    """Wait for the second lane; print its lines; return (passed, failed) from its summary."""
     code = proc.wait()
     proc.log.close()
-    text = (out / "learner.log").read_text(encoding="utf-8", errors="replace")
+    text = proc.log_path.read_text(encoding="utf-8", errors="replace")
     print(text, end="" if text.endswith("\n") else "\n")
     found = re.findall(r"^(\d+) passed, (\d+) failed$", text, flags=re.M)
     if not found and "SKIPPED" in text and code == 0:
@@ -314,13 +342,19 @@ def main(argv=None) -> int:
         type=int,
         choices=[1, 2],
         default=int(os.environ.get("BROWSER_TEST_JOBS", 1)),
-        help="2: both editions at once, in two processes, one kernel thread each (default 1)",
+        help="2: two lanes of notebooks at once, in two processes, one kernel thread each (default 1)",
+    )
+    parser.add_argument(
+        "--instructor",
+        default=os.environ.get("BROWSER_TEST_INSTRUCTOR") or None,
+        help="comma-separated globs: the instructor edition's notebooks (default: the same as the learner's)",
     )
     parser.add_argument("--train", action="store_true", help="08 trains instead of loading its reference run")
     parser.add_argument(
         "--no-interrupt", action="store_true", help="the learner edition's 08 loads its reference run too"
     )
     parser.add_argument("--no-git-check", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--items", type=_decode, default=None, help=argparse.SUPPRESS)  # a second lane
     args = parser.parse_args(argv)
 
     reason = skip_reason()
@@ -338,37 +372,52 @@ def main(argv=None) -> int:
     if not args.train:
         os.environ[REFERENCE_ENV] = "1"  # the servers' kernels inherit it
     editions = ["instructor", "learner"] if args.edition == "both" else [args.edition]
-    parallel = args.jobs == 2 and len(editions) == 2
-    if parallel:
+    if args.items is not None:  # a second lane: exactly these
+        items = args.items
+        editions = [e for e in ("instructor", "learner") if any(it[0] == e for it in items)]
+    else:
+        globs = {"instructor": args.instructor.split(",") if args.instructor else args.patterns}
+        items = [
+            (e, p.name)
+            for e in editions
+            for p in widget_notebooks(args.notebooks, globs.get(e, args.patterns))
+        ]
+    second = []
+    if args.jobs == 2 and len(items) > 1:
+        items, second = split_lanes(items, lambda it: (args.notebooks / it[1]).stat().st_size)
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # two kernels at once: one thread each
     args.out.mkdir(parents=True, exist_ok=True)
-    for old in [*args.out.glob("*.png"), *(p for e in editions for p in args.out.glob(f"{e}/*.png"))]:
-        old.unlink()
+    if args.items is None:  # a second lane's parent has cleared them
+        for old in [*args.out.glob("*.png"), *(p for e in editions for p in args.out.glob(f"{e}/*.png"))]:
+            old.unlink()
     start, before = time.monotonic(), None if args.no_git_check else git_status()
     passed = failed = 0
     print(
-        f"browser test: JupyterLab + {CHROMIUM}" + (" (editions in parallel)" if parallel else ""), flush=True
+        f"browser test: JupyterLab + {CHROMIUM}" + (" (two lanes in parallel)" if second else ""), flush=True
     )
     others = sorted(
         set(p.name for p in args.notebooks.glob("*.ipynb"))
         - set(p.name for p in widget_notebooks(args.notebooks))
     )
-    if others:
+    if others and args.items is None:
         print(f"no widget in: {', '.join(others)} (not browser-tested)", flush=True)
-    learner = _learner_process(args) if parallel else None
+    lane = _second_lane(args, second) if second else None
     try:
         with tempfile.TemporaryDirectory(prefix="lmcore-learner-") as tmp, sync_playwright() as pw:
-            for edition in editions[:1] if parallel else editions:
+            for edition in editions:
+                names = [name for e, name in items if e == edition]
+                if not names:
+                    continue
                 folder = (
                     args.notebooks
                     if edition == "instructor"
                     else learner_workspace(Path(tmp), args.notebooks)
                 )
-                p, f = run_edition(edition, folder, args.patterns, args, pw)
+                p, f = run_edition(edition, folder, names, args, pw)
                 passed, failed = passed + p, failed + f
     finally:
-        if learner is not None:
-            p, f = _finish(learner, args.out)
+        if lane is not None:
+            p, f = _finish(lane)
             passed, failed = passed + p, failed + f
     after = None if args.no_git_check else git_status()
     if before is not None and after != before:

@@ -9,7 +9,20 @@ from lmcore.course.build import portable
 
 def test_the_paths_vary_pytorchs_kernels_and_mkls_path():
     assert portable.PATHS["default"] == {"ATEN_CPU_CAPABILITY": "default"}
-    assert portable.PATHS["avx2-mkl"] == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+    assert portable.PATHS["avx2-mkl"] == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": portable.mkl_path()}
+
+
+@pytest.mark.parametrize(
+    "capability, path",
+    [("AVX512", "AVX2"), ("avx512_vnni", "AVX2"), ("AVX2", "COMPATIBLE"), ("DEFAULT", "COMPATIBLE")],
+)
+def test_mkl_is_moved_off_the_machines_own_path(capability, path):
+    assert portable.mkl_path(capability) == path
+
+
+def test_mkl_path_refuses_a_capability_that_is_not_a_string():
+    with pytest.raises(TypeError, match="capability"):
+        portable.mkl_path(512)
 
 
 def test_notebooks_are_chosen_by_glob_and_a_glob_that_matches_none_is_refused(tmp_path):
