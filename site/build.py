@@ -247,7 +247,8 @@ _SOLUTION_MARK = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 def site_notebook(
     nb, name: str, repo: str, branch: str = "main", images: list | None = None, solutions: bool = True
 ):
-    """A copy of ``nb`` for the site: outputs kept; in each exercise cell the solution replaced
+    """A copy of ``nb`` for the site: outputs kept; nbval's marker lines dropped from the code;
+    in each exercise cell the solution replaced
     by the learner's stub and shown whole behind a toggle (``solutions=False``: no toggle, and
     no Colab or GitHub link); every widget output replaced by a note; the Colab install cell
     tagged to be left out; links in the markdown as for the README (pictures collected in
@@ -262,6 +263,7 @@ def site_notebook(
         if cell.cell_type == "code" and cell.source.startswith(colab.COLAB_MARK):
             cell.metadata.setdefault("tags", []).append("remove-cell")  # Colab's install: not here
         elif cell.cell_type == "code":
+            cell.source = student.strip_nbval_markers(cell.source)  # nbval's, not the reader's
             stub = student.strip_solutions(cell.source, where=f"{name}, cell {i}")
             if stub != cell.source:
                 toggle = [_solution_toggle(cell.source)] if solutions else []

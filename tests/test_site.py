@@ -89,11 +89,15 @@ def test_site_notebook_hides_solutions_replaces_widgets_keeps_outputs(path):
     exercises = [c for c in original.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     code = [c for c in page.cells if c.cell_type == "code"]
     assert not any("### BEGIN SOLUTION" in c.source or "### END SOLUTION" in c.source for c in code)
+    assert not any("NBVAL_" in c.source for c in code), "nbval's markers shown to the reader"
     toggles = [o for o in _outputs(page, "text/html") if "lmcore-solution" in o["data"]["text/html"]]
     assert len(toggles) == len(exercises) > 0
     for toggle, cell in zip(toggles, exercises):
         whole = [
-            x for x in cell.source.splitlines() if x.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+            x
+            for x in cell.source.splitlines()
+            if x.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+            and not x.strip().startswith("# NBVAL_")
         ]
         assert toggle["data"]["text/plain"].splitlines() == whole  # the whole cell but nbgrader's markers
         assert toggle["data"]["text/html"].startswith('<details class="lmcore-solution">')

@@ -78,3 +78,33 @@ def test_run_cells_reports_errors_and_output(tmp_path):
     first, second = run_cells(nb, tmp_path, timeout=60)
     assert first["text"] == "hi\n" and first["error"] is None
     assert second["error"].startswith("ZeroDivisionError")
+
+
+def test_the_learner_edition_shows_no_nbval_marker():
+    """``# NBVAL_IGNORE_OUTPUT`` and its kin are for nbval's run of the instructor edition; the
+    learner's cells carry none of them, and nothing else of a cell is lost (issue 40)."""
+    from pathlib import Path
+
+    import nbformat
+
+    from lmcore.course.build.student import student_notebook
+
+    dropped = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        out = student_notebook(nb, notes=True)
+        for before, after in zip(nb.cells, out.cells):
+            assert "NBVAL_" not in after.source, (path.name, after.source[:80])
+            if before.cell_type == "code" and "BEGIN SOLUTION" not in before.source:
+                kept = [x for x in before.source.splitlines() if not x.strip().startswith("# NBVAL_")]
+                assert after.source.splitlines() == kept, (path.name, before.source[:80])
+                dropped += len(before.source.splitlines()) - len(kept)
+    assert dropped > 50  # the notebooks do carry markers: the test saw them go
+
+
+def test_strip_nbval_markers_keeps_every_other_line():
+    from lmcore.course.build.student import strip_nbval_markers
+
+    src = "# NBVAL_IGNORE_OUTPUT\nx = 1  # NBVAL_SKIP stays: not a marker line\n  # NBVAL_SKIP\nprint(x)\n# NBVAL_CHECK_OUTPUT"
+    assert strip_nbval_markers(src) == "x = 1  # NBVAL_SKIP stays: not a marker line\nprint(x)\n"
+    assert strip_nbval_markers("print(1)") == "print(1)"

@@ -27,6 +27,7 @@ def test_release_and_student_edition_agree(released, name):
     assert [c.cell_type for c in nbgrader.cells] == [c.cell_type for c in student.cells]
     for i, (a, b) in enumerate(zip(nbgrader.cells, student.cells)):
         assert a.source == b.source, f"{name}, cell {i}: nbgrader and make student differ"
+        assert "# NBVAL_" not in a.source, f"{name}, cell {i}: nbval's marker in the release"
         assert not a.get("outputs") and not b.get("outputs")
         assert a.metadata["nbgrader"]["grade_id"] == b.metadata["nbgrader"]["grade_id"]
         if a.metadata["nbgrader"]["locked"]:

@@ -30,7 +30,7 @@ import nbformat
 from .grade_report import notes_for, write_report
 from .nbgrader_meta import stamp_notebook
 from .nbtools import QUIET_KERNEL
-from .student import STUB
+from .student import STUB, strip_nbval_markers
 
 __all__ = ["ASSIGNMENT", "nbgrader_config", "prepare_course", "grade_submissions", "main"]
 
@@ -61,11 +61,16 @@ def nbgrader_config(course_dir, timeout: int):
 
 
 def prepare_course(course_dir, notebooks, source_dir="notebooks", assignment=ASSIGNMENT) -> list[str]:
-    """Stamp copies of ``notebooks`` (names) from ``source_dir`` into ``course/source/<assignment>``."""
+    """Stamp copies of ``notebooks`` (names) from ``source_dir`` into ``course/source/<assignment>``,
+    nbval's markers dropped from their code cells (as ``make student`` drops them: the release,
+    the locked cells restored for grading and the learner's edition are the same cells)."""
     dest = Path(course_dir) / "source" / assignment
     dest.mkdir(parents=True, exist_ok=True)
     for name in notebooks:
         nb = nbformat.read(Path(source_dir) / f"{name}.ipynb", as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.source = strip_nbval_markers(cell.source)
         stamp_notebook(nb, where=name)
         nbformat.write(nb, dest / f"{name}.ipynb")
     return list(notebooks)

@@ -16,7 +16,16 @@ import re
 
 import nbformat
 
-__all__ = ["BEGIN", "END", "STUB", "NOTE", "NOTE_HINTS_ONLY", "strip_solutions", "student_notebook"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "STUB",
+    "NOTE",
+    "NOTE_HINTS_ONLY",
+    "strip_solutions",
+    "strip_nbval_markers",
+    "student_notebook",
+]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the check below.")'
@@ -67,8 +76,20 @@ def strip_solutions(source: str, where: str = "cell", *, notes: bool = False, so
     return "\n".join(out)
 
 
+# A line that is only an nbval marker (``# NBVAL_IGNORE_OUTPUT``, ``# NBVAL_SKIP``, ...).
+_NBVAL_MARKER = re.compile(r"^[ \t]*# NBVAL_[A-Z_]+[ \t]*(?:\n|$)", re.M)
+
+
+def strip_nbval_markers(source: str) -> str:
+    """``source`` without its lines that are only an nbval marker: nbval runs the instructor
+    edition (notebooks/); in the learner's edition, the nbgrader release (the same cells) and
+    the site they are noise."""
+    return _NBVAL_MARKER.sub("", source)
+
+
 def student_notebook(nb, *, notes: bool = False, solutions: bool = True):
-    """A copy of ``nb`` with solutions stubbed, outputs, execution counts and widget state cleared;
+    """A copy of ``nb`` with solutions stubbed, nbval's markers dropped, outputs, execution counts
+    and widget state cleared;
     with ``notes``, each stub says how to ask for a hint and the solution (only for a hint when
     ``solutions`` is False: the graded-class edition)."""
     nb = nbformat.from_dict(nb)
@@ -76,7 +97,8 @@ def student_notebook(nb, *, notes: bool = False, solutions: bool = True):
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        cell.source = strip_solutions(cell.source, where=f"cell {i}", notes=notes, solutions=solutions)
+        source = strip_solutions(cell.source, where=f"cell {i}", notes=notes, solutions=solutions)
+        cell.source = strip_nbval_markers(source)
         cell.outputs, cell.execution_count = [], None
     nb.metadata.pop("widgets", None)
     return nb
