@@ -1,11 +1,13 @@
 # `make lab` opens the course; `make test` runs every test (unit, property, slow, nbval over every
-# notebook); `make lint` runs ruff. Each sets up .venv. (`pytest tests/` alone: the fast unit suite.)
+# notebook); `make lint` runs ruff. Each sets up .venv. The learner's and instructor's targets (lab,
+# progress, doctor, student, grade) only call the package's command, `lmcore-course` (any OS, no
+# make). (`pytest tests/` alone: the fast unit suite.)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab progress lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
+.PHONY: lab progress doctor lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,11 +22,16 @@ $(STAMP): requirements.txt pyproject.toml
 # refresh the workspace (and the venv, on a fresh clone), then print JupyterLab's command, not start it.
 EDITION ?= learner
 lab: $(STAMP)
-	$(BIN)/python -m lmcore.course.build.lab --edition $(EDITION) $(if $(DRY_RUN),--dry-run)
+	$(BIN)/lmcore-course lab --edition $(EDITION) $(if $(DRY_RUN),--dry-run)
+
+# Is this machine ready for the course? One line per item (Python, torch, the device against the
+# CPU, the notebook stack, the widgets' extension, the workspace, disk), each with its fix.
+doctor: $(STAMP)
+	$(BIN)/lmcore-course doctor
 
 # Every check of workspace/ run headlessly (nothing in it changes): a notebook x exercise table.
 progress: $(STAMP)
-	$(BIN)/python -m lmcore.course.progress workspace
+	$(BIN)/lmcore-course progress workspace
 
 # nbval against the committed outputs; its options (current env, notebooks/sanitize.cfg, the cell
 # timeout) are the root conftest.py's, applied whenever nbval runs (also `pytest notebooks/03_*.ipynb`).
@@ -130,7 +137,7 @@ test-site: site $(BROWSER_STAMP)
 SOLUTIONS ?= 1
 NO_SOLUTIONS := $(if $(filter 0,$(SOLUTIONS)),--no-solutions)
 student: $(STAMP)
-	$(BIN)/python -m lmcore.course.build.workspace --student $(NO_SOLUTIONS) student
+	$(BIN)/lmcore-course student student $(NO_SOLUTIONS)
 
 # Re-execute notebooks in place (top to bottom, widget state stripped): make notebooks NB="01_*"
 NB ?= *
@@ -162,7 +169,7 @@ $(TEACH_STAMP): $(STAMP) requirements-teach.txt
 
 grade: $(TEACH_STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=grades] [CELL_TIMEOUT=300]"; exit 2; }
-	$(BIN)/python -m lmcore.course.build.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
+	$(BIN)/lmcore-course grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(CELL_TIMEOUT)
 
 # The instructor tools: nbgrader metadata, nbgrader's release = make student, grading end to end,
 # and Run All of every student notebook. TEACH_ARGS: more pytest arguments (CI leaves out the

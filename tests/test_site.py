@@ -193,7 +193,7 @@ def test_no_solutions_is_the_option_or_the_environment_and_the_makefile_passes_i
         pytest.skip("make not installed")
     for target, stamp, command in (
         ("site", ".venv-site/.installed", "site/build.py"),
-        ("student", ".venv/.installed", "lmcore.course.build.workspace --student"),
+        ("student", ".venv/.installed", "lmcore-course student student"),
     ):
         run = [["make", "-n", target, "-o", stamp, *more] for more in (["SOLUTIONS=0"], [])]
         graded, default = (subprocess.run(r, cwd=ROOT, capture_output=True, text=True).stdout for r in run)

@@ -354,3 +354,33 @@ def test_make_lab_dry_run_from_the_makefile(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "would run:" in run.stdout and f"--ServerApp.root_dir={REPO}" in run.stdout
+
+
+def test_a_replace_refused_while_the_file_is_open_is_retried_where_windows_refuses_it(tmp_path, monkeypatch):
+    """Windows refuses os.replace onto a file another program holds open, for a moment; the
+    write retries there (REPLACE_TRIES), and still raises when the refusal lasts."""
+    target = tmp_path / "a.ipynb"
+    target.write_bytes(b"old")
+    real, calls = os.replace, []
+
+    def refuse_twice(src, dst):
+        calls.append(dst)
+        if len(calls) <= 2:
+            raise PermissionError(13, "The process cannot access the file", str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(ws.time, "sleep", lambda s: None)
+    monkeypatch.setattr(ws.os, "replace", refuse_twice)
+    monkeypatch.setattr(ws, "REPLACE_TRIES", 3)
+    ws.atomic_write(target, b"new")
+    assert target.read_bytes() == b"new" and len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(ws, "REPLACE_TRIES", 2)  # refused twice, two tries: the error stands
+    with pytest.raises(PermissionError):
+        ws.atomic_write(target, b"newer")
+    assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["a.ipynb"]
+
+
+def test_only_windows_retries_a_refused_replace():
+    """On POSIX a PermissionError from os.replace is final (a folder not writable): no waiting."""
+    assert ws.REPLACE_TRIES == (8 if os.name == "nt" else 1)

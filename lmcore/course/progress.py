@@ -30,6 +30,7 @@ import nbformat
 
 from .build.nbgrader_meta import exercises
 from .build.nbtools import run_cells
+from .build.paths import REPO
 from .build.student import strip_solutions
 from .build.workspace import MANIFEST
 
@@ -37,7 +38,6 @@ __all__ = ["Row", "notebook_progress", "workspace_progress", "format_table", "de
 
 NEWER = "new in the course since your copy (make lab adds the newer notebook)"
 _LINE = re.compile(r"^([✓✗…]) (.*)$", re.M)
-_REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def workspace_progress(workspace, instructor=None, *, jobs: int = 2, timeout: in
     not attempted. Nothing under ``workspace`` is written."""
     folder = Path(workspace)
     folder = folder / "notebooks" if (folder / "notebooks").is_dir() else folder
-    source = Path(instructor) if instructor is not None else _REPO / "notebooks"
+    source = Path(instructor) if instructor is not None else REPO / "notebooks"
     pairs = [(folder / p.name, p) for p in sorted(source.glob("*.ipynb"))]
     if not pairs:
         raise ValueError(f"instructor: no notebooks in {source}")
@@ -188,8 +188,8 @@ def default_workspace(here=".") -> str:
     return str(here / "workspace")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument(
         "workspace", nargs="?", default=None, help="default: this folder if it is one, else workspace/"
     )
@@ -199,7 +199,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.workspace = args.workspace or default_workspace()
     if not Path(args.workspace).is_dir():
-        print(f"no workspace at {args.workspace}/: run `make lab` first (it creates it)")
+        print(
+            f"no workspace at {args.workspace}/: run `lmcore-course lab` (or `make lab`) first: it creates it"
+        )
         return 2
     t0 = time.perf_counter()
     print(

@@ -3,6 +3,9 @@
 - :mod:`~lmcore.course.build.student`: the student edition (solutions replaced by stubs).
 - :mod:`~lmcore.course.build.workspace`: the learner's ``workspace/`` and ``make student``, never
   replacing a notebook the learner changed; :mod:`~lmcore.course.build.lab`: ``make lab``.
+- :mod:`~lmcore.course.build.command`: ``lmcore-course``, the one command the Makefile's lab,
+  progress, student, grade and doctor targets call; :mod:`~lmcore.course.build.doctor`: its
+  ``doctor``; :mod:`~lmcore.course.build.paths`: where the repository and the workspace are.
 - :mod:`~lmcore.course.build.nbtools`: re-execute notebooks in place, ``make notebooks``.
 - :mod:`~lmcore.course.build.nbgrader_meta`: stamp nbgrader's cell metadata on the notebooks.
 - :mod:`~lmcore.course.build.nbpolicy`: the notebook policy (ignored outputs, quoted numbers).
@@ -24,4 +27,7 @@ __all__ = [
     "student",
     "workspace",
     "lab",
+    "command",
+    "doctor",
+    "paths",
 ]

@@ -177,6 +177,6 @@ def write_class_report(out, columns, maxima, rows, lines, notes, labels=None, to
         cells = " | ".join(STATUSES[summary["grid"][s][k]][0] for k in columns)
         md.append(f"| {s} | {cells} | {fmt(sum(scores[k] for k in columns))} |")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "class.md").write_text("\n".join(md) + "\n")
+    (out / "class.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     _grid_png(out / "class.png", labels, summary["students"], summary["grid"])
     return summary

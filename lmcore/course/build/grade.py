@@ -185,9 +185,9 @@ def _autograde(api, assignment, student, paths, bar, log) -> tuple[float, list]:
     return total, failed
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lmcore.course.build.grade", description=__doc__.split("\n")[0]
+        prog=prog or "python -m lmcore.course.build.grade", description=__doc__.split("\n")[0]
     )
     parser.add_argument("submissions", help="folder of <student>/<notebook>.ipynb")
     parser.add_argument("--out", default="grades", help="where grades.csv, feedback/ and course/ go")

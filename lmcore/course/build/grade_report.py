@@ -114,7 +114,7 @@ def write_report(course, assignment, students, notes, out, timeout):
     out.mkdir(parents=True, exist_ok=True)
     fmt = lambda x: f"{x:g}"  # noqa: E731
     header = ["student"] + [column(*k) for k in columns] + ["total"]
-    with open(out / "grades.csv", "w", newline="") as fh:
+    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
         for student, scores in rows:
@@ -143,7 +143,7 @@ def write_report(course, assignment, students, notes, out, timeout):
             lines.append("")
         if notes[student]:
             lines += ["## Notes for the instructor"] + [f"- {n}" for n in notes[student]] + [""]
-        (out / "feedback" / f"{student}.md").write_text("\n".join(lines))
+        (out / "feedback" / f"{student}.md").write_text("\n".join(lines), encoding="utf-8")
     write_class_report(out, columns, maxima, rows, lines_of, notes, labels=[column(*k) for k in columns])
     return (
         [[s] + [scores[k] for k in columns] + [sum(scores.values())] for s, scores in rows],

@@ -17,10 +17,12 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
-from .workspace import REPO, build_workspace, report
+from .paths import DEFAULT_WORKSPACE, REPO
+from .workspace import build_workspace, report
 
 __all__ = ["EDITIONS", "lab_settings", "lab_command", "write_settings", "main"]
 
@@ -68,10 +70,15 @@ def lab_command(edition: str, root, *, python=sys.executable, as_root: bool = Fa
     ]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _shown(cmd: list[str]) -> str:
+    """``cmd`` as this platform's shell would take it (cmd.exe quoting on Windows)."""
+    return subprocess.list2cmdline(cmd) if os.name == "nt" else shlex.join(cmd)
+
+
+def main(argv=None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--edition", default="learner", choices=EDITIONS)
-    parser.add_argument("--workspace", default=str(REPO / "workspace"), help="the learner's folder")
+    parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help="the learner's folder")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -89,16 +96,18 @@ def main(argv=None) -> int:
     env["JUPYTERLAB_WORKSPACES_DIR"] = str(state / "workspaces")
     cmd = lab_command(args.edition, root, as_root=hasattr(os, "geteuid") and os.geteuid() == 0)
     if args.dry_run:
-        print(
-            "would run:",
-            f"JUPYTERLAB_SETTINGS_DIR={shlex.quote(env['JUPYTERLAB_SETTINGS_DIR'])}",
-            f"JUPYTERLAB_WORKSPACES_DIR={shlex.quote(env['JUPYTERLAB_WORKSPACES_DIR'])}",
-            shlex.join(cmd),
-        )
+        quote = shlex.quote if os.name != "nt" else lambda v: subprocess.list2cmdline([v])
+        settings = [f"{k}={quote(env[k])}" for k in ("JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR")]
+        print("would run:", *settings, _shown(cmd))
         return 0
     write_settings(state / "settings", args.edition)
     print(f"JupyterLab on {root} ({args.edition} edition); stop it with Ctrl+C", flush=True)
-    os.execvpe(cmd[0], cmd, env)
+    if os.name == "nt":  # no exec on Windows: Lab runs as a child; Ctrl+C reaches both
+        try:
+            return subprocess.call(cmd, env=env)
+        except KeyboardInterrupt:
+            return 130
+    os.execvpe(cmd[0], cmd, env)  # Lab takes this process over: Ctrl+C asks Lab to stop
     return 0  # pragma: no cover - execvpe does not return
 
 

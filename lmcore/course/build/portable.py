@@ -39,6 +39,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .paths import REPO
+
 __all__ = ["PATHS", "mkl_path", "run_paths", "main"]
 
 
@@ -59,7 +61,6 @@ PATHS = {
     "default": {"ATEN_CPU_CAPABILITY": "default"},
     "avx2-mkl": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": mkl_path()},
 }
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _notebooks(folder: Path, patterns) -> list[Path]:

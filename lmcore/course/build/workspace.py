@@ -33,16 +33,20 @@ old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from ..solutions import EDITION
+from .paths import REPO
 from .student import student_notebook
 
 __all__ = [
@@ -57,10 +61,11 @@ __all__ = [
     "build_workspace",
     "build_student_edition",
     "report",
+    "main",
+    "student_main",
 ]
 
 MANIFEST = ".lmcore/manifest.json"
-REPO = Path(__file__).resolve().parents[3]
 
 START_PAGE = """# Your lmcore workspace
 
@@ -111,10 +116,28 @@ def atomic_write(path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# Windows refuses to replace a file another program holds open (an editor, a virus scanner, the
+# search indexer), for a moment; POSIX never does, so there a PermissionError is final.
+REPLACE_TRIES = 8 if os.name == "nt" else 1
+
+
+def _replace(tmp, path) -> None:
+    """``os.replace(tmp, path)``, retried with backoff (0.05 s doubling, 6 s in all) where the
+    platform refuses it while ``path`` is open (:data:`REPLACE_TRIES`)."""
+    for attempt in range(REPLACE_TRIES):
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:
+            if attempt == REPLACE_TRIES - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
 
 
 def beside_name(rel: str, data: bytes) -> str:
@@ -295,10 +318,12 @@ def report(actions, folder) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Create or refresh the learner's workspace (or student/).")
+def main(argv=None, prog: str | None = None) -> int:
+    """``python -m lmcore.course.build.workspace [FOLDER]``: create or refresh a workspace;
+    ``--student`` writes the flat student edition instead (what ``lmcore-course student`` runs)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Create or refresh the learner's workspace (or student/)."
+    )
     parser.add_argument("folder", nargs="?", default="workspace")
     parser.add_argument("--src", default=None, help="the instructor edition (default: notebooks/)")
     parser.add_argument("--student", action="store_true", help="the flat student edition (make student)")
@@ -308,7 +333,7 @@ if __name__ == "__main__":
         action="store_true",
         help="with --student: the graded-class edition (hints only, show_solution shows no solution)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.no_solutions and not args.student:
         parser.error("--no-solutions goes with --student (the edition handed out to a graded class)")
     if args.student:
@@ -319,3 +344,24 @@ if __name__ == "__main__":
         print(f"{kind}: {len(paths)} notebooks in {args.folder}/")
     else:
         print(report(build_workspace(args.folder, args.src, dry_run=args.dry_run), args.folder))
+    return 0
+
+
+def student_main(argv=None, prog: str | None = None) -> int:
+    """``lmcore-course student [DIR] [--no-solutions]``: the student edition in DIR (default student/)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Write the student edition handed out to a class."
+    )
+    parser.add_argument("folder", nargs="?", default="student")
+    parser.add_argument("--src", default=None, help="the instructor edition (default: notebooks/)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
+    parser.add_argument("--no-solutions", action="store_true", help="the graded-class edition (hints only)")
+    args = parser.parse_args(argv)
+    rest = [args.folder, "--student", *(["--src", args.src] if args.src else [])]
+    return main(
+        [*rest, *(["--dry-run"] if args.dry_run else []), *(["--no-solutions"] if args.no_solutions else [])]
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -165,7 +165,7 @@ def save_first_steps(fs: dict, path) -> Path:
 def load_first_steps(path, corpus, cfg) -> dict:
     """:func:`first_steps`'s result as :func:`save_first_steps` wrote it, with the validation
     windows of ``cfg`` rebuilt from ``corpus`` (``run`` is None: nothing is retrained)."""
-    body = json.loads(Path(path).read_text())
+    body = json.loads(Path(path).read_text(encoding="utf-8"))
     windows = list(evaluation_batches(corpus, "val", cfg.batch_size, cfg.block_size, cfg.eval_batches))
     samples = {int(k): v for k, v in body["samples"].items()}
     return {"records": body["records"], "samples": samples, "windows": windows, "run": None}

@@ -65,7 +65,7 @@ def reference_info(source=REFERENCE_DIR) -> dict:
     path = Path(source) / "reference.json"
     if not path.exists():
         raise FileNotFoundError(f"no reference run at {source} (reference.json missing).")
-    return json.loads(path.read_text())
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def reference_fits(corpus, preset_name: str, source=REFERENCE_DIR) -> str | None:
@@ -139,7 +139,7 @@ def reference_first_steps(corpus, cfg, source=REFERENCE_DIR) -> dict:
 def reference_small_slice(source=REFERENCE_DIR) -> TrainResult:
     """Section 6's small-slice run as :func:`lmcore.train.train` returned it, without its model
     and checkpoints (``model`` and ``best_path`` are None): history, config and best."""
-    body = json.loads((Path(source) / SMALL_SLICE).read_text())
+    body = json.loads((Path(source) / SMALL_SLICE).read_text(encoding="utf-8"))
     return TrainResult(
         None,
         body["history"],
@@ -195,7 +195,7 @@ def write_reference_dynamics(run_dir, dest=REFERENCE_DIR) -> Path:
     ``first_steps.json`` as the notebook wrote it, and the small-slice run's history and best
     (from ``run_dir/small_slice/checkpoint.pt``) as ``small_slice.json``."""
     run_dir, dest = Path(run_dir), Path(dest)
-    (dest / FIRST_STEPS).write_text((run_dir / FIRST_STEPS).read_text())
+    (dest / FIRST_STEPS).write_text((run_dir / FIRST_STEPS).read_text(encoding="utf-8"), encoding="utf-8")
     ck = load_checkpoint(run_dir / "small_slice" / "checkpoint.pt")
     body = {
         "status": "finished" if ck["step"] == ck["train_config"]["max_steps"] else "stopped",

@@ -194,7 +194,7 @@ def plot_run(out_dir) -> Path:
         raise FileNotFoundError(
             f"{src} does not exist: pass the --out folder of a finished python -m lmcore.train run."
         )
-    run = json.loads(src.read_text())
+    run = json.loads(src.read_text(encoding="utf-8"))
     vocab = run.get("vocab_size")
     fig = plot_loss_curves(
         run["history"],
