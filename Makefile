@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab progress doctor lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
+.PHONY: lab progress doctor test-wheel lint actionlint test test-portable test-browser student notebooks figures benchmarks clean grade test-teach
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,12 @@ BROWSER_STAMP := $(VENV)/.browser-installed
 $(BROWSER_STAMP): $(STAMP) requirements-browser.txt
 	$(BIN)/python -m pip install -q -r requirements-browser.txt
 	touch $(BROWSER_STAMP)
+
+# The course without a clone: build the wheel, install it with the course extra into a fresh venv
+# outside the repository, then doctor, lab --dry-run and notebook 00 of the new workspace there
+# (lmcore.course.build.wheel_check; about 70 s, most of it pip installing torch).
+test-wheel: $(STAMP)
+	$(BIN)/python -m lmcore.course.build.wheel_check
 
 # Real-browser test of the widgets (headless Debian chromium + playwright); skips without
 # chromium. One notebook: make test-browser NB="03_*"

@@ -12,6 +12,7 @@ sys.path.insert(0, str(REPO / "browser"))
 
 import run_browser_test as B  # noqa: E402
 
+from lmcore.course.build.student import strip_nbval_markers  # noqa: E402
 from lmcore.course.checks import TODO  # noqa: E402
 
 
@@ -49,9 +50,11 @@ def test_a_second_lanes_items_round_trip_and_a_bad_one_is_refused():
 
 
 def test_every_widget_cell_is_the_same_in_both_editions(tmp_path):
-    # CI moves the widgets in the learner edition only (the instructor edition runs 00 and 01)
+    # CI moves the widgets in the learner edition only (the instructor edition runs 00 and 01);
+    # the same code, but for nbval's marker lines, which the learner edition drops
     def widget_cells(path):
-        code = ["".join(c.source) for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        nb = nbformat.read(path, as_version=4)
+        code = [strip_nbval_markers("".join(c.source)) for c in nb.cells if c.cell_type == "code"]
         return [src for src in code if B.WIDGET_CODE.search(src)]
 
     learner = B.learner_workspace(tmp_path, REPO / "notebooks")

@@ -43,9 +43,11 @@ def test_test_extra_pins_what_the_requirements_pin():
 
 
 def test_console_script_resolves():
-    target = PYPROJECT["project"]["scripts"]["lmcore-train"]
-    module, name = target.split(":")
-    assert callable(getattr(import_module(module), name))
+    scripts = PYPROJECT["project"]["scripts"]
+    assert {"lmcore-train", "lmcore-course"} <= set(scripts)
+    for target in scripts.values():
+        module, name = target.split(":")
+        assert callable(getattr(import_module(module), name))
 
 
 def test_plain_pytest_is_the_fast_suite_and_make_test_runs_everything():
@@ -151,3 +153,26 @@ def test_naming_a_slow_test_runs_it_and_naming_a_notebook_runs_nbval():
     assert "deselected" in _collected("tests/test_train.py")
     notebook = sorted((ROOT / "notebooks").glob("00_*.ipynb"))[0].relative_to(ROOT)
     assert not _collected(str(notebook)).startswith(("no tests", "0 tests"))
+
+
+def test_the_os_matrix_covers_every_learners_os_and_the_oldest_python():
+    """Linux, macOS on Apple Silicon and Windows, the oldest Python pyproject allows and a newer
+    one; each runs doctor, the fast suite, the wheel in a fresh venv and nbval, with no make."""
+    yaml = pytest.importorskip("yaml")
+    job = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]["os"]
+    matrix = job["strategy"]["matrix"]
+    assert {"ubuntu-latest", "macos-14", "windows-latest"} <= set(matrix["os"])
+    floor = PYPROJECT["project"]["requires-python"].removeprefix(">=")
+    assert (
+        floor in matrix["python"]
+        and max(matrix["python"], key=lambda v: tuple(map(int, v.split(".")))) > floor
+    )
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    for part in (
+        "lmcore-course doctor",
+        "lmcore.course.build.wheel_check",
+        "--nbval",
+        "pytest -q -n auto tests",
+    ):
+        assert part in runs, part
+    assert not re.search(r"^\s*make ", runs, re.M)  # a stock Windows machine has no make

@@ -30,7 +30,7 @@ import nbformat
 
 from .build.nbgrader_meta import exercises
 from .build.nbtools import run_cells
-from .build.paths import REPO
+from .build.paths import course_root
 from .build.student import strip_solutions
 from .build.workspace import MANIFEST
 
@@ -131,7 +131,7 @@ def workspace_progress(workspace, instructor=None, *, jobs: int = 2, timeout: in
     not attempted. Nothing under ``workspace`` is written."""
     folder = Path(workspace)
     folder = folder / "notebooks" if (folder / "notebooks").is_dir() else folder
-    source = Path(instructor) if instructor is not None else REPO / "notebooks"
+    source = Path(instructor) if instructor is not None else course_root() / "notebooks"
     pairs = [(folder / p.name, p) for p in sorted(source.glob("*.ipynb"))]
     if not pairs:
         raise ValueError(f"instructor: no notebooks in {source}")

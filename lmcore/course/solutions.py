@@ -27,6 +27,7 @@ from pathlib import Path
 import nbformat
 
 from .autograding import grading
+from .build.paths import course_root
 
 __all__ = [
     "OFF_WHILE_GRADING",
@@ -54,8 +55,9 @@ _CHECK_CALL = re.compile(r"\b(check_\w+)\s*\(")
 
 
 def instructor_notebooks() -> Path:
-    """The folder of the instructor edition: ``$LMCORE_NOTEBOOKS``, else the repository's ``notebooks/``."""
-    folder = Path(os.environ.get("LMCORE_NOTEBOOKS") or _COURSE.parents[1] / "notebooks")
+    """The folder of the instructor edition: ``$LMCORE_NOTEBOOKS``, else the course's ``notebooks/``
+    (the repository's in a clone, the installed copy from a wheel: :mod:`lmcore.course.build.paths`)."""
+    folder = Path(os.environ.get("LMCORE_NOTEBOOKS") or course_root() / "notebooks")
     if not any(folder.glob("*.ipynb")):
         raise FileNotFoundError(
             f"the instructor edition is not at {folder}: install lmcore from a clone of the repository "

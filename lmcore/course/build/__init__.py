@@ -5,7 +5,8 @@
   replacing a notebook the learner changed; :mod:`~lmcore.course.build.lab`: ``make lab``.
 - :mod:`~lmcore.course.build.command`: ``lmcore-course``, the one command the Makefile's lab,
   progress, student, grade and doctor targets call; :mod:`~lmcore.course.build.doctor`: its
-  ``doctor``; :mod:`~lmcore.course.build.paths`: where the repository and the workspace are.
+  ``doctor``; :mod:`~lmcore.course.build.paths`: where the course and the workspace are (a clone
+  or an installed wheel); :mod:`~lmcore.course.build.wheel_check`: ``make test-wheel``.
 - :mod:`~lmcore.course.build.nbtools`: re-execute notebooks in place, ``make notebooks``.
 - :mod:`~lmcore.course.build.nbgrader_meta`: stamp nbgrader's cell metadata on the notebooks.
 - :mod:`~lmcore.course.build.nbpolicy`: the notebook policy (ignored outputs, quoted numbers).
@@ -30,4 +31,5 @@ __all__ = [
     "command",
     "doctor",
     "paths",
+    "wheel_check",
 ]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .paths import DEFAULT_WORKSPACE, REPO
+from .paths import DEFAULT_WORKSPACE, LAB_STATE, course_root
 from .workspace import build_workspace, report
 
 __all__ = ["EDITIONS", "lab_settings", "lab_command", "write_settings", "main"]
@@ -89,8 +89,8 @@ def main(argv=None, prog: str | None = None) -> int:
         print(report(build_workspace(args.workspace), args.workspace), flush=True)
         root = Path(args.workspace)
     else:
-        root = REPO
-    state = REPO / ".lab" / args.edition
+        root = course_root()
+    state = LAB_STATE / args.edition
     env = dict(os.environ)
     env["JUPYTERLAB_SETTINGS_DIR"] = str(state / "settings")
     env["JUPYTERLAB_WORKSPACES_DIR"] = str(state / "workspaces")

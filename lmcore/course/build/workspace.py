@@ -46,7 +46,7 @@ from pathlib import Path
 import nbformat
 
 from ..solutions import EDITION
-from .paths import REPO
+from .paths import course_root
 from .student import student_notebook
 
 __all__ = [
@@ -70,8 +70,9 @@ MANIFEST = ".lmcore/manifest.json"
 START_PAGE = """# Your lmcore workspace
 
 This folder is **yours**: the learner edition of the course (solutions replaced by
-`raise NotImplementedError`, outputs cleared). Work here; `make lab` and `make student` never
-overwrite a notebook you changed. When the course changes upstream (`git pull`), `make lab` adds
+`raise NotImplementedError`, outputs cleared). Work here; `lmcore-course lab` (`make lab` in a
+clone) and `lmcore-course student` never overwrite a notebook you changed. When the course
+changes (`git pull` in a clone, `pip install -U "lmcore[course]"` otherwise), `lmcore-course lab` adds
 new notebooks, updates the ones you never touched or only ran (a notebook you only ran comes back
 with its outputs cleared: run it again), and puts a newer version of one whose code or text you
 changed *beside* it (`NN_name.course-update-<hash>.ipynb`), saying so.
@@ -83,8 +84,10 @@ Start with [notebooks/00_start_here.ipynb](notebooks/00_start_here.ipynb).
 - **Stuck on an exercise?** In a cell: `from lmcore.course.solutions import show_solution`, then
   `show_solution("surprise")` (the exercise's function name): the first call gives a nudge, the
   second a fuller hint, the third the reference solution.
-- **How far am I?** `make progress` (in a terminal, in the repository) runs every check of this
-  workspace and prints a table; it changes nothing here.
+- **How far am I?** `lmcore-course progress` (in a terminal, in this folder; `make progress` in
+  the repository) runs every check of this workspace and prints a table; it changes nothing here.
+- **Something does not work?** `lmcore-course doctor` checks this machine for the course, one
+  line per item with its fix.
 - The course's own README is [README.md](README.md).
 """
 
@@ -251,7 +254,7 @@ def learner_files(
     (solutions stubbed, outputs cleared; each stub's note offers the hints only when
     ``solutions`` is False) under ``prefix``; with ``extras``, the start page, the README and the
     figures it shows, so that the workspace root reaches what the notebooks link to."""
-    src = Path(src_dir) if src_dir is not None else REPO / "notebooks"
+    src = Path(src_dir) if src_dir is not None else course_root() / "notebooks"
     paths = sorted(src.glob("*.ipynb"))
     if not paths:
         raise ValueError(f"src_dir: no notebooks in {src}")
