@@ -9,7 +9,8 @@ typeset. Per notebook page: its Colab and download links (the download is the no
 with its solutions); one solution toggle per exercise, closed at first and showing the
 solution when clicked; one note per widget output and no widget repr or error; the
 previous/next links.
-The landing page links every notebook. One line per page, then ``N passed, M failed``;
+The landing page links every notebook. The search page's snippets show formulas as plain text,
+not LaTeX source. One line per page, then ``N passed, M failed``;
 screenshots in .browser-test/site/. Skips (exit 0) without Chromium or Playwright.
 
     python browser/site_test.py [SITE_DIR] [--out DIR] [--notebooks DIR]
@@ -227,6 +228,42 @@ def visit(context, url: str, site: Site, queue: deque, seen: set, shots: Path, e
     return name, problems, linked
 
 
+LATEX = re.compile(r"\\[()\[\]]|\\(?:frac|ln|log|exp|sum|mathrm|text|cdot|left|right|approx|sqrt|ell)\b")
+SEARCH_QUERIES = ("perplexity", "entropy")
+
+
+def check_search(context, site) -> list:
+    """search.html: results for each query, every snippet without LaTeX source (lmcore-search.js
+    wraps Sphinx's Search.htmlToText; checked on a formula, then on the real snippets)."""
+    problems, page = [], context.new_page()
+    page.on("pageerror", lambda e: problems.append(f"page error: {str(e)[:200]}"))
+    try:
+        for query in SEARCH_QUERIES:
+            page.goto(f"{site.base}search.html?q={query}", wait_until="load", timeout=60_000)
+            page.wait_for_function(
+                """() => { const items = document.querySelectorAll('#search-results li');
+                           return items.length > 0 && [...items].every(li => li.querySelector('p.context')); }""",
+                timeout=60_000,
+            )
+            plain = page.evaluate("Search.htmlToText('<div role=\"main\">\\\\(\\\\ln V\\\\)</div>')")
+            if plain != "ln V":
+                problems.append(f"search: a formula's snippet reads {plain!r}, not 'ln V'")
+            snippets = page.eval_on_selector_all(
+                "#search-results p.context", "els => els.map(e => e.textContent)"
+            )
+            latex = [t for t in snippets if LATEX.search(t)]
+            if latex:
+                problems.append(
+                    f"search {query!r}: {len(latex)} of {len(snippets)} snippets show LaTeX: {latex[0][:120]!r}"
+                )
+            print(f"search {query!r}: {len(snippets)} results, snippets in plain text", flush=True)
+    except Exception as exc:
+        problems.append(f"search: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    finally:
+        page.close()
+    return problems
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", type=Path, default=REPO / "build" / "site" / "html")
@@ -283,6 +320,9 @@ def main(argv=None) -> int:
                 + (": " + "; ".join(problems[:4]) if problems else ""),
                 flush=True,
             )
+        results["search.html?q=..."] = check_search(context, site)
+        if results["search.html?q=..."]:
+            print("FAIL search: " + "; ".join(results["search.html?q=..."]), flush=True)
         browser.close()
     server.shutdown()
     anchor_problems = [

@@ -39,6 +39,9 @@ exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
 html_extra_path = [os.environ["LMCORE_SITE_EXTRA"]] if os.environ.get("LMCORE_SITE_EXTRA") else []
 html_static_path = ["_static", str(MATHJAX)]
 html_css_files = ["lmcore-site.css"]
+# search.html's snippets with each formula as plain text, not LaTeX source (deferred: it wraps
+# searchtools.js, which the search page loads after the theme's scripts)
+html_js_files = [("lmcore-search.js", {"defer": "defer"})]
 html_copy_source = False  # the sources are the prepared copies: the download bar links the originals
 html_show_sourcelink = False
 

@@ -286,3 +286,39 @@ def test_the_site_stack_is_pinned():
             name, version = line.split("==")
             pins[name.lower()] = version
     assert {"sphinx", "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline"} <= set(pins)
+
+
+SEARCH_JS = ROOT / "site" / "_static" / "lmcore-search.js"
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("the loss \\(-\\ln p\\) grows", "the loss -ln p grows"),
+        (
+            "\\[\\mathrm{PPL} = \\exp\\Big(\\frac{1}{N}\\sum_{i=1}^{N} \\ell_i\\Big)\\]",
+            "PPL = exp(1/N Σ_i=1^N ℓ_i)",
+        ),
+        ("\\(\\frac{\\partial L}{\\partial z_{i}} = p_i - y_i\\)", "(∂ L)/(∂ z_i) = p_i - y_i"),
+        ("at init \\(\\ln V \\approx 4.17\\) nats", "at init ln V ≈ 4.17 nats"),
+        ("\\(\\underbrace{x+y}_{\\text{sum}}\\)", "x+y"),
+        ("print('a\\nb')  # code keeps its backslashes", "print('a\\nb')  # code keeps its backslashes"),
+    ],
+)
+def test_search_snippets_show_formulas_as_plain_text(text, plain):
+    """site/_static/lmcore-search.js, run by node where it is installed (the site test checks the
+    search page itself in Chromium)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = (
+        SEARCH_JS.read_text(encoding="utf-8") + "\nprocess.stdout.write(lmcorePlainMath(process.argv[1]));"
+    )
+    out = subprocess.run([node, "-e", script, text], capture_output=True, text=True, encoding="utf-8")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == plain
+
+
+def test_the_search_script_is_deferred_so_it_wraps_sphinxs_search():
+    text = (ROOT / "site" / "conf.py").read_text()
+    assert 'html_js_files = [("lmcore-search.js", {"defer": "defer"})]' in text
