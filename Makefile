@@ -133,10 +133,14 @@ $(SITE_STAMP): requirements-site.txt
 site: $(SITE_STAMP)
 	$(SITE_VENV)/bin/python site/build.py $(if $(SITE_REPO),--repo $(SITE_REPO)) $(NO_SOLUTIONS)
 
-# Real-browser test of the built site (headless Debian chromium + playwright, as test-browser);
-# screenshots in .browser-test/site/. Skips without chromium.
+# Real-browser test of the built site (headless Debian chromium + playwright, as test-browser),
+# then of the graded-class site (SOLUTIONS=0, built into build/site-graded): no toggle, no Colab
+# or GitHub link, the student edition as download. Screenshots in .browser-test/site*/. Skips
+# without chromium.
 test-site: site $(BROWSER_STAMP)
 	$(BIN)/python browser/site_test.py build/site/html
+	$(SITE_VENV)/bin/python site/build.py --no-solutions --out build/site-graded $(if $(SITE_REPO),--repo $(SITE_REPO))
+	$(BIN)/python browser/site_test.py build/site-graded/html --no-solutions --out .browser-test/site-graded
 
 # make student SOLUTIONS=0: the graded-class edition (stubs offer hints only; student/.lmcore/edition.json
 # turns show_solution's reference solution off in it). make site SOLUTIONS=0: the site without them.

@@ -117,12 +117,34 @@ def _href(page, selector: str):
     return found.first.get_attribute("href") if found.count() else None
 
 
-def check_notebook_page(page, stem: str, expected: tuple, order: list, site: Site) -> list:
-    """The notebook page's own assertions; returns the problems."""
+def _graded_download(body: bytes, exercises: int) -> str | None:
+    """What is wrong with a graded-class download (None: nothing): it must be the student edition,
+    no solution lines, every exercise a stub, outputs cleared."""
+    try:
+        cells = json.loads(body)["cells"]
+    except (ValueError, KeyError, TypeError):
+        return "not a notebook"
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    if any("### BEGIN SOLUTION" in src for src in code):
+        return "holds the solutions"
+    if sum("NotImplementedError" in src for src in code) < exercises:
+        return "fewer stubs than exercises"
+    if any(c.get("outputs") for c in cells if c["cell_type"] == "code"):
+        return "outputs not cleared"
+    return None
+
+
+def check_notebook_page(
+    page, stem: str, expected: tuple, order: list, site: Site, solutions: bool = True
+) -> list:
+    """The notebook page's own assertions (``solutions=False``: the graded-class site, with no
+    toggle, no Colab or GitHub link and the student edition as the download); returns the problems."""
     problems = []
     exercises, widgets = expected
     name = f"{stem}.ipynb"
     colab = _href(page, "article a.lmcore-colab") or ""
+    if not solutions:
+        return _check_graded_page(page, name, exercises, site) + _check_common(page, stem, widgets, order)
     if not (COLAB.match(colab) and colab.endswith("/notebooks/" + name)):
         problems.append(f"no Colab link to notebooks/{name}")
     download = page.locator("article a.lmcore-download")
@@ -154,6 +176,32 @@ def check_notebook_page(page, stem: str, expected: tuple, order: list, site: Sit
     stubs = page.locator("article .cell_input pre", has_text="NotImplementedError")
     if exercises and stubs.count() < exercises:
         problems.append(f"{stubs.count()} exercise stubs for {exercises} exercises")
+    problems += _check_common(page, stem, widgets, order)
+    return problems
+
+
+def _check_graded_page(page, name: str, exercises: int, site: Site) -> list:
+    problems = []
+    if page.locator("a.lmcore-colab, details.lmcore-solution").count():
+        problems.append("a Colab link or a solution toggle on the graded-class site")
+    if page.locator("a[href*='github.com'], a[href*='colab.research.google.com']").count():
+        problems.append("a link to the repository or to Colab (both open the instructor edition)")
+    download = page.locator("article a.lmcore-download")
+    if download.count() != 1:
+        return problems + ["no download link"]
+    status, body = site.fetch(download.evaluate("a => a.href"))
+    wrong = _graded_download(body, exercises) if status == 200 else f"HTTP {status}"
+    if wrong:
+        problems.append(f"download {name}: {wrong}")
+    stubs = page.locator("article .cell_input pre", has_text="NotImplementedError")
+    if exercises and stubs.count() < exercises:
+        problems.append(f"{stubs.count()} exercise stubs for {exercises} exercises")
+    return problems
+
+
+def _check_common(page, stem: str, widgets: int, order: list) -> list:
+    """Widget notes, outputs and the previous/next links: the same on both sites."""
+    problems = []
     notes = page.locator("article .lmcore-widget-note")
     if notes.count() != widgets or any(not notes.nth(i).is_visible() for i in range(notes.count())):
         problems.append(f"{notes.count()} widget notes for {widgets} widget outputs")
@@ -168,7 +216,9 @@ def check_notebook_page(page, stem: str, expected: tuple, order: list, site: Sit
     return problems
 
 
-def visit(context, url: str, site: Site, queue: deque, seen: set, shots: Path, expected: dict):
+def visit(
+    context, url: str, site: Site, queue: deque, seen: set, shots: Path, expected: dict, solutions=True
+):
     """Loads one page, checks it; returns (name, problems, notebooks linked from the article)."""
     page = context.new_page()
     problems = []
@@ -208,7 +258,9 @@ def visit(context, url: str, site: Site, queue: deque, seen: set, shots: Path, e
         )
         m = NOTEBOOK_PAGE.match(name)
         if m and m.group(1) in expected:
-            problems += check_notebook_page(page, m.group(1), expected[m.group(1)], list(expected), site)
+            problems += check_notebook_page(
+                page, m.group(1), expected[m.group(1)], list(expected), site, solutions
+            )
     except Exception as exc:  # report it with the page, go on with the others
         problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     finally:
@@ -270,6 +322,11 @@ def main(argv=None) -> int:
     parser.add_argument("site", nargs="?", type=Path, default=REPO / "build" / "site" / "html")
     parser.add_argument("--notebooks", type=Path, default=REPO / "notebooks")
     parser.add_argument("--out", type=Path, default=REPO / ".browser-test" / "site")
+    parser.add_argument(
+        "--no-solutions",
+        action="store_true",
+        help="the graded-class site (make site SOLUTIONS=0): no toggle, no Colab or GitHub link, the student edition as download",
+    )
     args = parser.parse_args(argv)
 
     reason = skip_reason()
@@ -307,7 +364,9 @@ def main(argv=None) -> int:
         while queue:
             url = queue.popleft()
             t0 = time.monotonic()
-            name, problems, linked = visit(context, url, site, queue, seen, args.out, expected)
+            name, problems, linked = visit(
+                context, url, site, queue, seen, args.out, expected, solutions=not args.no_solutions
+            )
             if name == "index.html":
                 listed = {NOTEBOOK_PAGE.match(h).group(1) for h in linked if NOTEBOOK_PAGE.match(h)}
                 missing = sorted(set(expected) - listed)

@@ -329,7 +329,9 @@ def prepare(
 
 
 def build(out: Path, repo: str, branch: str = "main", jobs: str = "auto", solutions: bool = True) -> Path:
-    """prepare(), then Sphinx (warnings are errors) into ``out/html``; returns that folder."""
+    """prepare(), then Sphinx (warnings are errors) into ``out/html``; returns that folder.
+    ``out`` may be relative to the current folder (Sphinx reads site/conf.py's paths from site/)."""
+    out = Path(out).resolve()
     prepare(out, repo, branch, solutions=solutions)
     html_dir = out / "html"
     shutil.rmtree(html_dir, ignore_errors=True)
