@@ -225,7 +225,13 @@ def check(
         why = compare(expected, got, atol=tol, rtol=rtol)
         if why is None and no_mutation:
             if compare(case.args, args, atol=0, rtol=0) or compare(case.kwargs, kwargs, atol=0, rtol=0):
-                why = f"your function modified its input in place ({_copy_advice(case.args)})"
+                # the whole diagnosis: the exercise's hint is about another mistake
+                return _say_line(
+                    f"{FAIL} {name}: on input {case.describe()}: your function modified its input in "
+                    f"place ({_copy_advice(case.args)}); the result itself was right.",
+                    quiet,
+                    False,
+                )
         if why:
             warn = f" (it warned {said})" if said else ""
             return _say_line(

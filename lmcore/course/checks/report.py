@@ -105,6 +105,10 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
         a, b = _apart(float(e64), float(g64))
         return f"expected {a}, got {b} (|Δ| = {float(delta):.2g}, {tol}){times}"
     i = tuple(np.argwhere(off)[0])
+    if e.dtype.kind in "biu" and g.dtype.kind in "biu":  # ids, labels, masks: no tolerance to speak of
+        shown = (lambda v: str(bool(v))) if e.dtype.kind == "b" else (lambda v: str(int(v)))
+        text = f"first difference{_where(i)}: expected {shown(e64[i])}, got {shown(g64[i])}; "
+        return text + f"{int(off.sum())} of {off.size} entries differ"
     a, b = _apart(float(e64[i]), float(g64[i]))
     text = (
         f"first difference{_where(i)}: expected {a}, got {b}; "

@@ -133,8 +133,8 @@ def check_tied_grads(fn, quiet: bool = False):
         rtol=1e-6,
         forbid=autograd | _OWN,
         ratio_hints={
-            4.0: "Did you forget to divide by the number of targets, n = N*T = 4 here?",
-            0.25: "Did you divide by n twice?",
+            4.0: "Four times the expected: the loss is a mean; is your gradient one too?",
+            0.25: "A quarter of the expected: how many times did you divide?",
         },
         hint=(
             "E is used twice, once as the lookup table and once as the head: does your dE have a "

@@ -120,7 +120,7 @@ def check_ce_grad(fn, *, quiet: bool = False) -> bool:
         quiet=quiet,
         forbid=_by_hand(["lmcore.handcalc.ce_grad", "lmcore.course.gradients.lesson.numerical_grad"]),
         ratio_hints={
-            -1.0: "The sign is flipped: descent subtracts the gradient, the gradient is p - onehot."
+            -1.0: "The sign is flipped: raising the target's logit lowers the loss, so what sign must its entry have?"
         },
     )
 
@@ -185,7 +185,7 @@ def check_finite_difference(fn, *, quiet: bool = False):
         rtol=1e-6,
         quiet=quiet,
         forbid=_by_hand(["lmcore.course.gradients.lesson.numerical_grad", *_EXACT_GRADIENTS]),
-        ratio_hints={2.0: "Did you divide by eps instead of 2 eps?"},
+        ratio_hints={2.0: "Twice the expected: over what distance does your difference quotient step?"},
     )
 
 

@@ -174,8 +174,8 @@ def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
         quiet=quiet,
         forbid=_forbid(_LOSSES),
         ratio_hints={
-            -1.0: "the sign is flipped: the loss is minus the log-probability.",
-            1 / np.log(2): "that is bits: use the natural log.",
+            -1.0: "the sign is flipped: can a loss that is a surprise ever be negative?",
+            1 / np.log(2): "that is 1/ln 2 times the expected: which logarithm did you take?",
         },
     )
 
@@ -252,7 +252,7 @@ def check_mean_nll(fn, *, quiet: bool = False):
         quiet=quiet,
         forbid=_forbid(_LOSSES + ["lmcore.course.softmax_nll.lesson.mean_nll_reference"]),
         ratio_hints={
-            0.5: "did you divide by all 4 rows instead of the 2 valid targets?",
-            2.0: "did you sum instead of taking the mean over the valid targets?",
+            0.5: "half the expected: which count did you divide by, and which rows does it include?",
+            2.0: "twice the expected: what did you divide the total by?",
         },
     )
