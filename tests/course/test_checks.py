@@ -361,3 +361,25 @@ def test_float32_atol_scales_with_the_largest_input_and_check_takes_it_per_case(
     assert not check("lse", lambda z: ref(z) + 1e-3, ref, cases, atol=lambda z: float32_atol(z), rtol=0)
     out = capsys.readouterr().out  # the first case's own tolerance, with its digits
     assert "on input (tensor([1000.0, 999.5]))" in out and "allowed 0.00095 + 0·|expected|" in out
+
+
+def test_a_mutation_is_the_whole_diagnosis_without_the_exercises_hint(capsys):
+    def sorts_in_place(x):
+        x.sort()
+        return x.sum()
+
+    x = np.array([3.0, 1.0, 2.0])
+    assert not check(
+        "sum", sorts_in_place, lambda x: x.sum(), [(x,)], hint=("a nudge about another mistake", "full")
+    )
+    out = capsys.readouterr().out
+    assert "modified its input in place" in out and "the result itself was right" in out
+    assert "nudge" not in out and "Hint" not in out
+
+
+def test_integer_results_fail_without_a_float_tolerance(capsys):
+    ids = np.array([[5, 6, 7], [8, 9, 10]])
+    assert not check("labels", lambda a: np.where(a > 8, -100, a), lambda a: a.copy(), [(ids,)])
+    out = capsys.readouterr().out
+    assert "first difference at [1, 1]: expected 9, got -100; 2 of 6 entries differ" in out
+    assert "allowed" not in out and "max |Δ|" not in out

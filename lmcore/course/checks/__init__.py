@@ -156,6 +156,13 @@ def _forbidden(forbid) -> dict[str, str]:
     return {name: "write it yourself" for name in forbid}
 
 
+def _mutated(case, args, kwargs) -> str:
+    """The failure text when the learner's function changed its inputs (``""`` when it did not)."""
+    if compare(case.args, args, atol=0, rtol=0) or compare(case.kwargs, kwargs, atol=0, rtol=0):
+        return f"your function modified its input in place ({_copy_advice(case.args)}); the result itself was right."
+    return ""
+
+
 def _say_line(line: str, quiet: bool, passed: bool) -> CheckResult:
     if not quiet:
         print(line)
@@ -223,15 +230,11 @@ def check(
             )
         tol = atol(*case.args, **case.kwargs) if callable(atol) else atol
         why = compare(expected, got, atol=tol, rtol=rtol)
-        if why is None and no_mutation:
-            if compare(case.args, args, atol=0, rtol=0) or compare(case.kwargs, kwargs, atol=0, rtol=0):
-                # the whole diagnosis: the exercise's hint is about another mistake
-                return _say_line(
-                    f"{FAIL} {name}: on input {case.describe()}: your function modified its input in "
-                    f"place ({_copy_advice(case.args)}); the result itself was right.",
-                    quiet,
-                    False,
-                )
+        if why is None and no_mutation and _mutated(case, args, kwargs):
+            # the whole diagnosis: the exercise's hint is about another mistake
+            return _say_line(
+                f"{FAIL} {name}: on input {case.describe()}: {_mutated(case, args, kwargs)}", quiet, False
+            )
         if why:
             warn = f" (it warned {said})" if said else ""
             return _say_line(
