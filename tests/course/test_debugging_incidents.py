@@ -63,7 +63,7 @@ def test_the_smoothing_bug_averages_its_uniform_term_over_padding_too():
 def test_the_mean_of_means_weighs_each_row_alike():
     logits, ids, mask, targets = _batch()
     rows = [F.cross_entropy(logits[i, :-1], targets[i], ignore_index=-100) for i in range(len(ids))]
-    assert I.loss_sequence_means(logits, ids, mask).item() == pytest.approx(
+    assert I.loss_batch_means(logits, ids, mask).item() == pytest.approx(
         torch.stack(rows).mean().item(), rel=1e-12
     )
 

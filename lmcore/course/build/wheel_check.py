@@ -25,18 +25,6 @@ from .paths import REPO
 
 __all__ = ["venv_bin", "build_wheel", "check_wheel", "main"]
 
-# notebook 00 of the workspace, run by the venv's kernel (the workspace's cwd, as Lab runs it)
-_RUN_00 = """
-import sys, nbformat
-from nbclient import NotebookClient
-path = sys.argv[1]
-nb = nbformat.read(path, as_version=4)
-NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
-errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
-print(f"{len(nb.cells)} cells ran, {len(errors)} errors")
-sys.exit(1 if errors else 0)
-"""
-
 
 def venv_bin(env_dir, name: str) -> Path:
     """The path of ``name`` (python, a console script) in the venv ``env_dir``, on this OS."""
@@ -98,14 +86,10 @@ def check_wheel(wheel, scratch, *, constraints=REPO / "requirements.txt", log=pr
     notebook = home / "workspace" / "notebooks" / "00_start_here.ipynb"
     if not notebook.is_file():
         raise RuntimeError(f"lab --dry-run wrote no {notebook}:\n{lab.stdout}")
-    # the kernel: jupyter_client's own python3, the interpreter running this client (the venv's)
-    _run(
-        "notebook 00 of the workspace",
-        [python, "-c", _RUN_00, notebook, notebook.parent],
-        log,
-        env=env,
-        cwd=home,
-    )
+    # make notebooks' runner as the venv installed it (its kernel: the venv's python); a cell
+    # that raises fails the step
+    run00 = [python, "-m", "lmcore.course.build.nbtools", notebook]
+    _run("notebook 00 of the workspace", run00, log, env=env, cwd=home)
     return {"doctor": doctor.stdout, "lab": lab.stdout}
 
 

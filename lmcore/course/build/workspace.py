@@ -281,9 +281,10 @@ def build_workspace(folder="workspace", src_dir=None, *, dry_run: bool = False) 
 
 
 def build_student_edition(
-    src_dir="notebooks", out_dir="student", *, dry_run: bool = False, solutions: bool = True
+    src_dir=None, out_dir="student", *, dry_run: bool = False, solutions: bool = True
 ) -> list[Path]:
-    """``make student``: the student edition of every notebook of ``src_dir`` in ``out_dir``,
+    """``make student``: the student edition of every notebook of ``src_dir`` (default: the
+    course's ``notebooks/``, a clone's or the installed copy) in ``out_dir``,
     by the same rules (a notebook changed there is kept; prints what it kept), and the marker
     :data:`EDITION` saying whether ``show_solution`` may show the reference solutions there
     (``solutions=False``: the graded-class edition, hints only). Returns the path of every
@@ -321,14 +322,22 @@ def report(actions, folder) -> str:
     return "\n".join(lines)
 
 
+def _write_student(folder, src, *, dry_run: bool, solutions: bool) -> None:
+    paths = build_student_edition(src, folder, dry_run=dry_run, solutions=solutions)
+    kind = "student edition" if solutions else "graded-class edition (no reference solutions)"
+    print(f"{kind}: {len(paths)} notebooks in {folder}/")
+
+
 def main(argv=None, prog: str | None = None) -> int:
     """``python -m lmcore.course.build.workspace [FOLDER]``: create or refresh a workspace;
-    ``--student`` writes the flat student edition instead (what ``lmcore-course student`` runs)."""
+    ``--student`` writes the flat student edition instead (as ``lmcore-course student`` does)."""
     parser = argparse.ArgumentParser(
         prog=prog, description="Create or refresh the learner's workspace (or student/)."
     )
     parser.add_argument("folder", nargs="?", default="workspace")
-    parser.add_argument("--src", default=None, help="the instructor edition (default: notebooks/)")
+    parser.add_argument(
+        "--src", default=None, help="the instructor edition (default: the course's notebooks/)"
+    )
     parser.add_argument("--student", action="store_true", help="the flat student edition (make student)")
     parser.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
     parser.add_argument(
@@ -340,11 +349,7 @@ def main(argv=None, prog: str | None = None) -> int:
     if args.no_solutions and not args.student:
         parser.error("--no-solutions goes with --student (the edition handed out to a graded class)")
     if args.student:
-        paths = build_student_edition(
-            args.src or "notebooks", args.folder, dry_run=args.dry_run, solutions=not args.no_solutions
-        )
-        kind = "graded-class edition (no reference solutions)" if args.no_solutions else "student edition"
-        print(f"{kind}: {len(paths)} notebooks in {args.folder}/")
+        _write_student(args.folder, args.src, dry_run=args.dry_run, solutions=not args.no_solutions)
     else:
         print(report(build_workspace(args.folder, args.src, dry_run=args.dry_run), args.folder))
     return 0
@@ -356,14 +361,14 @@ def student_main(argv=None, prog: str | None = None) -> int:
         prog=prog, description="Write the student edition handed out to a class."
     )
     parser.add_argument("folder", nargs="?", default="student")
-    parser.add_argument("--src", default=None, help="the instructor edition (default: notebooks/)")
+    parser.add_argument(
+        "--src", default=None, help="the instructor edition (default: the course's notebooks/)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
     parser.add_argument("--no-solutions", action="store_true", help="the graded-class edition (hints only)")
     args = parser.parse_args(argv)
-    rest = [args.folder, "--student", *(["--src", args.src] if args.src else [])]
-    return main(
-        [*rest, *(["--dry-run"] if args.dry_run else []), *(["--no-solutions"] if args.no_solutions else [])]
-    )
+    _write_student(args.folder, args.src, dry_run=args.dry_run, solutions=not args.no_solutions)
+    return 0
 
 
 if __name__ == "__main__":

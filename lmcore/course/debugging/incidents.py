@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -18,10 +19,11 @@ import torch.nn.functional as F
 
 from ...diagnose import Packing, run_checks
 from ...loss import causal_lm_loss
-from ...shift import IGNORE_INDEX, labels_from_attention_mask
+from ...shift import IGNORE_INDEX, _restart_positions, labels_from_attention_mask, mask_cross_document_targets
 from ..toys import EOS, PAD, cpu_threads, fit, forward_with_mask
 from .data import L, V, training_batch
 from .lesson import pipeline_gpt
+from .losses import loss_batch_means, loss_double_shift  # 07's own: the same bugs, section 4
 
 __all__ = [
     "Incident",
@@ -47,7 +49,7 @@ class Incident:
     cited: str  # "owner/repo issue #N, fixed by PR #M", as in the public record
     what: str
     rows: tuple
-    loss: str  # the name of this module's loss function
+    loss: Callable  # loss_fn(logits, input_ids, attention_mask[, doc_ids])
     declared: tuple = ()  # (name, value) pairs: what the pipeline does on purpose, for run_checks
     call: str = "padded"  # forward: "padded", "packed", "packed_no_block", "packed_mask_drops_block"
     batch: str = "padded"  # training batches: "padded" or "packed"
@@ -69,24 +71,18 @@ def doc_ids_from_eos(ids):
 def loss_correct(logits, ids, mask, doc_ids=None):
     labels = labels_from_attention_mask(ids, mask)
     if doc_ids is not None:  # a packed row: the first token of a document is not a target
-        labels[:, 1:] = labels[:, 1:].masked_fill(doc_ids[:, 1:] != doc_ids[:, :-1], IGNORE_INDEX)
+        labels = mask_cross_document_targets(labels, doc_ids)
     return causal_lm_loss(logits, labels)
 
 
-def loss_double_shift(logits, ids, mask, doc_ids=None):
-    labels = labels_from_attention_mask(ids, mask)
-    labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE_INDEX)], 1)  # shifted here
-    return causal_lm_loss(logits, labels)  # ... and again inside the loss
-
-
-def loss_count_plus_one(logits, ids, mask, doc_ids=None):
+def loss_count_plus_one(logits, ids, mask):
     labels = labels_from_attention_mask(ids, mask)
     nll = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), reduction="sum")
     num_items = (labels != IGNORE_INDEX).sum()  # counted before the shift: one more per row
     return nll / num_items
 
 
-def loss_smoothing_over_padding(logits, ids, mask, doc_ids=None, eps=0.1):
+def loss_smoothing_over_padding(logits, ids, mask, eps=0.1):
     labels = labels_from_attention_mask(ids, mask)[:, 1:].flatten()
     logp = logits[:, :-1].flatten(0, 1).log_softmax(-1)
     valid = labels != IGNORE_INDEX
@@ -95,28 +91,14 @@ def loss_smoothing_over_padding(logits, ids, mask, doc_ids=None, eps=0.1):
     return (1 - eps) * nll + eps * smooth
 
 
-def loss_sequence_means(logits, ids, mask, doc_ids=None):
-    labels = labels_from_attention_mask(ids, mask)
-    per_row = [causal_lm_loss(logits[i : i + 1], labels[i : i + 1]) for i in range(len(ids))]
-    return torch.stack(per_row).mean()  # each micro-batch (here: row) mean weighs the same
-
-
 # --- the forwards: how the model sees a packed row ------------------------------------------
-
-
-def _positions(doc_ids):
-    """Position ids restarting at 0 at each document."""
-    idx = torch.arange(doc_ids.shape[1]).expand_as(doc_ids)
-    start = torch.ones_like(doc_ids, dtype=torch.bool)
-    start[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]
-    return idx - torch.cummax(torch.where(start, idx, 0), 1).values
 
 
 def _forward(model, call):
     def forward(ids, mask=None, doc_ids=None):
         if call == "padded" or doc_ids is None:
             return forward_with_mask(model, ids, torch.ones_like(ids) if mask is None else mask)
-        positions = _positions(doc_ids)
+        positions = _restart_positions(doc_ids)  # pack_documents' own
         if call == "packed_no_block":  # positions reset per document, attention still crosses
             return model(ids, position_ids=positions)
         if call == "packed_mask_drops_block" and mask is not None:  # a 2-D mask replaces the block mask
@@ -135,7 +117,7 @@ INCIDENTS = {
             "huggingface/transformers PR #46784 (Moonshine; the same in Florence-2, PR #46898, and Git, PR #47395)",
             "the model class shifted labels that its loss function shifted again",
             ("alignment", "perfect_logits", "all_scored"),
-            "loss_double_shift",
+            loss_double_shift,
         ),
         Incident(
             "count_plus_one",
@@ -143,7 +125,7 @@ INCIDENTS = {
             "huggingface/transformers PR #46204 (num_items_in_batch)",
             "the loss was divided by the labels counted before the shift: one target too many per row",
             ("zero_logits",),
-            "loss_count_plus_one",
+            loss_count_plus_one,
         ),
         Incident(
             "smoothing_over_padding",
@@ -151,7 +133,7 @@ INCIDENTS = {
             "pytorch/pytorch issue #73205 (label_smoothing with ignore_index); again in transformers, issue #46731, fixed by PR #47261",
             "the smoothing term was averaged over every position, ignored ones included",
             ("padding_unscored",),
-            "loss_smoothing_over_padding",
+            loss_smoothing_over_padding,
             declared=(("label_smoothing", 0.1),),  # the smoothing itself is intended
         ),
         Incident(
@@ -160,7 +142,7 @@ INCIDENTS = {
             "huggingface/transformers issue #24725, fixed by PRs #34191, #34198 and #34283 (gradient accumulation)",
             "each micro-batch's mean loss weighed the same, however many targets it held",
             ("equal_weights",),
-            "loss_sequence_means",
+            loss_batch_means,
         ),
         Incident(
             "mask_drops_block",
@@ -168,7 +150,7 @@ INCIDENTS = {
             "huggingface/trl PR #3673 (FlashAttention-2 and position_ids); AI-Hypercomputer/maxtext issue #878, fixed by PR #913",
             "passing an all-ones 2-D attention mask switched the document mask off",
             ("packed_with_mask",),
-            "loss_correct",
+            loss_correct,
             call="packed_mask_drops_block",
             batch="packed",
         ),
@@ -178,7 +160,7 @@ INCIDENTS = {
             "axolotl-ai-cloud/axolotl PR #3796 (SDPA/eager sample packing); NVIDIA/Megatron-LM issue #415",
             "positions restarted per document but every token still attended to earlier documents",
             ("packed_isolation",),
-            "loss_correct",
+            loss_correct,
             call="packed_no_block",
             batch="packed",
         ),
@@ -190,14 +172,14 @@ INCIDENTS = {
 CONTROLS = {
     c.key: c
     for c in [
-        Incident("correct", "none (the control)", "", "shift once, ignore padding", (), "loss_correct"),
+        Incident("correct", "none (the control)", "", "shift once, ignore padding", (), loss_correct),
         Incident(
             "correct_packed",
             "none (the control)",
             "",
             "a block-diagonal mask, positions per document, the boundary target dropped",
             (),
-            "loss_correct",
+            loss_correct,
             call="packed",
             batch="packed",
         ),
@@ -224,18 +206,18 @@ def show_code(key: str) -> None:
         at = next(i for i, line in enumerate(lines) if marker in line)
         print("\n".join(line[4:] for line in lines[at : at + 2]))
     else:
-        print(inspect.getsource(globals()[inc.loss]).rstrip())
+        print(inspect.getsource(inc.loss).rstrip())
 
 
 def _pipeline(key: str, seed: int = 0):
     inc = _entry(key)
     model = pipeline_gpt(seed)
-    return model, _forward(model, inc.call), globals()[inc.loss]
+    return model, _forward(model, inc.call), inc.loss
 
 
 def _batch(kind: str, step: int):
     ids, mask = training_batch(kind, step)
-    return ids, mask, (doc_ids_from_eos(ids) if kind == "packed" else None)
+    return (ids, mask, doc_ids_from_eos(ids)) if kind == "packed" else (ids, mask)
 
 
 @functools.cache
@@ -250,7 +232,7 @@ def train_incident(key: str, steps: int = STEPS, lr: float = 1e-2) -> tuple:
                 lambda step: _batch(kind, step),
                 steps=steps,
                 lr=lr,
-                loss_fn=lambda _m, b: loss_fn(forward(b[0], b[1], b[2]), b[0], b[1], b[2]),
+                loss_fn=lambda _m, b: loss_fn(forward(*b), *b),
             )
         )
 
