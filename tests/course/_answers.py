@@ -20,7 +20,9 @@ class Answers:
     contains ``float32`` (computed in float32), unless ``no_float32`` says why the exercise has no
     float quantity (labels, masks, choices). ``wrong``: name -> a plausible wrong answer; at least
     three. ``refused``: name -> (function, a substring the failure line must hold), for the
-    reference and for the shortcut the exercise rules out; at least two.
+    reference and for the shortcut the exercise rules out; at least two. ``first_hints``: name of a
+    wrong answer -> a substring its first failure's hint must hold, where the checker keys that hint
+    to the mistake (the property it broke) instead of one nudge for every mistake.
     """
 
     check: Callable
@@ -29,3 +31,4 @@ class Answers:
     refused: dict[str, tuple[Callable, str]]
     no_float32: str = ""
     notes: dict[str, str] = field(default_factory=dict)
+    first_hints: dict[str, str] = field(default_factory=dict)

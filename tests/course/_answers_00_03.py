@@ -181,6 +181,15 @@ ANSWERS["nll_from_logits"] = Answers(
         "max_instead_of_lse": lambda z, y: float(np.max(z) - z[y]),
         "logsumexp_only": lambda z, y: float(np.logaddexp.reduce(z)),
     },
+    first_hints={
+        "log_of_stable_softmax": "your loss is inf",
+        "no_max": "your loss is inf",
+        "bits": "which logarithm",
+        "sign": "sign is flipped",
+        "max_left_inside": "adding 5 to every logit",
+        "max_instead_of_lse": "equal logits",
+        "logsumexp_only": "adding 5 to every logit",
+    },
     refused={
         "reference": (lambda z, y: handcalc.nll(z, y), "write it yourself"),
         "torch_cross_entropy": (
@@ -356,6 +365,14 @@ ANSWERS["my_ce_grad"] = Answers(
         "minus_p_y_everywhere": lambda z, y: (
             np.exp(z - np.logaddexp.reduce(z)) - np.exp(z[y] - np.logaddexp.reduce(z))
         ),
+    },
+    first_hints={
+        "sign": "sign is flipped",
+        "softmax_only": "sum to 1",
+        "minus_onehot_only": "sum to -1",
+        "naive_softmax": "what does exp give there",
+        "log_probs_minus_onehot": "what must the entries sum to",
+        "minus_p_y_everywhere": "what must the entries sum to",
     },
     refused={
         "reference": (lambda z, y: handcalc.ce_grad(z, y), "that is the reference this exercise replaces"),

@@ -802,6 +802,13 @@ ANSWERS["my_mask_cross_document_targets"] = Answers(
         "after_an_eos_label": _xdoc_after_an_eos,
         "nothing_dropped": lambda labels, document_ids: labels.clone(),
     },
+    first_hints={
+        "label_before_the_change": "same document",
+        "both_labels": "same document",
+        "wrong_axis": "starts document",
+        "after_an_eos_label": "starts document",
+        "nothing_dropped": "starts document",
+    },
     refused={
         "reference": (lambda lab, d: mask_cross_document_targets(lab, d), "write it yourself"),
         "lmcore_top_level": (lambda lab, d: lmcore.mask_cross_document_targets(lab, d), "write it yourself"),
@@ -858,6 +865,7 @@ ANSWERS["my_document_causal_mask"] = Answers(
             torch.ones(d.shape[1], d.shape[1], dtype=torch.bool).tril().expand(d.shape[0], -1, -1)
         ),
         "same_document_only": _dcm_same,
+        "first_row_for_the_batch": lambda d: _dcm_tril_3d(d)[0],
         "upper_triangle": lambda d: torch.triu(_dcm_same(d)),
         "strictly_causal": lambda d: torch.tril(_dcm_same(d), diagonal=-1),
         "or_instead_of_and": lambda d: (
@@ -865,6 +873,16 @@ ANSWERS["my_document_causal_mask"] = Answers(
         ),
         "float_mask": lambda d: _dcm_tril_3d(d).float(),
         "padding_reads_nothing": lambda d: _dcm_tril_3d(d) & (d >= 0)[:, :, None],
+    },
+    first_hints={
+        "causal_only": "should one packed document read another",
+        "first_row_for_the_batch": "how many L x L masks",
+        "same_document_only": "see the future",
+        "upper_triangle": "see the future",
+        "strictly_causal": "look at itself",
+        "or_instead_of_and": "see the future",
+        "float_mask": "bool",
+        "padding_reads_nothing": "look at itself",
     },
     refused={
         "reference": (lambda d: document_causal_mask(d), "write it yourself"),
@@ -1028,6 +1046,13 @@ ANSWERS["my_chat_labels"] = Answers(
             _chat_variant()(x, a, p) == IGNORE_INDEX, x, IGNORE_INDEX
         ).masked_fill(x == p, IGNORE_INDEX),
     },
+    first_hints={
+        "assistant_token_scored": "<assistant> marker",
+        "answer_first_token_dropped": "assistant's answer",
+        "padding_scored": "PAD",
+        "eos_dropped": "learn to stop",
+        "prompt_scored_instead": "<user> marker",
+    },
     refused={
         "reference": (lambda x: chat.chat_labels(x), "write the mask yourself"),
         "multi_turn_reference": (lambda x: chat.multi_turn_labels(x), "write the mask yourself"),
@@ -1130,6 +1155,18 @@ ANSWERS["my_multi_turn_labels"] = Answers(
         "padding_scored": lambda x, u=USER, a=ASSISTANT, p=PAD: torch.where(
             x == p, x, _mt_python(x, u, a, p)
         ),
+        "shifted_here": lambda x, u=USER, a=ASSISTANT, p=PAD: torch.nn.functional.pad(
+            _mt_python(x, u, a, p)[:, 1:], (0, 1), value=-100
+        ),
+    },
+    first_hints={
+        "one_turn_rule": "<user> marker",
+        "shifted_here": "where does the next-token shift happen",
+        "first_answer_only": "assistant turn 2 of 2",
+        "last_answer_only": "assistant turn 1 of 2",
+        "assistant_token_scored": "<assistant> marker",
+        "eos_dropped": "learn to stop",
+        "padding_scored": "PAD",
     },
     refused={
         "reference": (lambda x: chat.multi_turn_labels(x), "write the scan yourself"),

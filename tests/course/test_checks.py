@@ -383,3 +383,44 @@ def test_integer_results_fail_without_a_float_tolerance(capsys):
     out = capsys.readouterr().out
     assert "first difference at [1, 1]: expected 9, got -100; 2 of 6 entries differ" in out
     assert "allowed" not in out and "max |Δ|" not in out
+
+
+def test_a_diagnosis_keyed_to_the_mistake_stands_in_for_the_nudge(capsys):
+    """explain= names the property this answer broke: on the first failure it replaces the nudge
+    (written for another mistake), later it comes before the full hint; one that raises or has
+    nothing to say leaves the nudge; a ratio note is the diagnosis, the nudge is not added to it."""
+    hint = ("is it even?", "multiply by 2")
+
+    def says(fn, case, expected, got):
+        return f"at {case.args[0]} yours is {got}: which sign?" if got < 0 else ""
+
+    name = "keyed hint (test only)"
+    for _ in range(2):
+        assert not check(name, lambda x: -x, lambda x: 2 * x, [(3,)], hint=hint, explain=says)
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.endswith("Hint: at 3 yours is -3: which sign?") and "is it even?" not in first
+    assert second.endswith("Hint: at 3 yours is -3: which sign? multiply by 2")
+
+    def broken(fn, case, expected, got):
+        raise RuntimeError("a diagnosis with a bug")
+
+    for explain in (broken, says):  # got 1 >= 0: says has nothing to say
+        assert not check(
+            f"fallback {explain.__name__} (test only)",
+            lambda x: 1,
+            lambda x: 2 * x,
+            [(3,)],
+            hint=hint,
+            explain=explain,
+        )
+        assert capsys.readouterr().out.strip().endswith("Hint: is it even?")
+    assert not check(
+        "ratio (test only)",
+        lambda x: x,
+        lambda x: 2 * x,
+        [(3.0,)],
+        hint=hint,
+        ratio_hints={0.5: "which factor is missing?"},
+    )
+    out = capsys.readouterr().out
+    assert out.strip().endswith("Hint: Which factor is missing?") and "is it even?" not in out

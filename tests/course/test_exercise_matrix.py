@@ -108,3 +108,17 @@ def test_no_failure_line_shows_two_equal_numbers(name, capsys):
         _, out = _graded(MATRIX[name].check, fn, capsys)
         for want, got in pair.findall(out):
             assert want != got, f"{name}: {label!r}: {out}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MATRIX if MATRIX[n].first_hints))
+def test_the_first_hint_points_at_the_mistake_made(name, capsys):
+    """A wrong answer's first failure asks about the property it broke, not another mistake's."""
+    from lmcore.course.checks import _FAILED
+
+    a = MATRIX[name]
+    assert set(a.first_hints) <= set(a.wrong), f"{name}: first_hints names no wrong answer"
+    for label, says in a.first_hints.items():
+        _FAILED.clear()  # each one as a learner's first failure
+        _, out = _graded(a.check, a.wrong[label], capsys)
+        assert "Hint: " in out and says in out.split("Hint: ", 1)[1], f"{name}: {label!r}: {out}"
+    _FAILED.clear()

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .guard import captured_warnings, recorded_calls, warning_text
-from .report import _as_array, compare, ratio_of, short
+from .report import _as_array, apart, compare, ratio_of, short
 
 __all__ = [
     "Case",
@@ -35,6 +35,7 @@ __all__ = [
     "random_logit_cases",
     "float32_atol",
     "answer_digest",
+    "apart",
     "PASS",
     "FAIL",
     "TODO",
@@ -136,14 +137,30 @@ def _ratio_note(expected, got, ratio_hints) -> str:
 _FAILED: dict[str, int] = {}  # checker name -> failures so far in this kernel
 
 
-def _hint_for(name: str, hint) -> str:
+def _hint_for(name: str, hint, diagnosis: str = "") -> str:
     """``hint`` as text; a pair (nudge, full) gives the nudge on a checker's first failure and the
-    full hint from the second on, so the first message points at the property, not the answer."""
+    full hint from the second on, so the first message points at the property, not the answer.
+    A ``diagnosis`` (the property this answer broke, as a question) replaces the nudge, which was
+    written for one mistake and may point away from this one, and comes before the full hint."""
     if isinstance(hint, (tuple, list)):
         nudge, full = hint
         _FAILED[name] = _FAILED.get(name, 0) + 1
-        hint = nudge if _FAILED[name] == 1 else full
+        hint = (diagnosis or nudge) if _FAILED[name] == 1 else " ".join(filter(None, (diagnosis, full)))
+    elif diagnosis:
+        hint = diagnosis
     return f" Hint: {hint}" if hint else ""
+
+
+def _diagnosis(explain, fn, case, expected, got) -> str:
+    """``explain(fn, case, expected, got)``: the first property of the exercise that this answer
+    breaks, as a question about that input; ``""`` when it has none or cannot tell."""
+    if explain is None:
+        return ""
+    try:
+        with captured_warnings():
+            return explain(fn, case, expected, got) or ""
+    except Exception:  # noqa: BLE001 - a diagnosis must never turn a failure into a crash
+        return ""
 
 
 def _forbidden(forbid) -> dict[str, str]:
@@ -182,6 +199,7 @@ def check(
     quiet: bool = False,
     forbid: Iterable[str] | dict[str, str] | None = None,
     ratio_hints: dict[float, str] | None = None,
+    explain: Callable[..., str] | None = None,
 ) -> CheckResult:
     """Grade ``fn`` against ``reference`` on ``cases`` (``Case`` objects or tuples of args).
 
@@ -190,8 +208,10 @@ def check(
     ``no_mutation``, a function that modifies its inputs fails too. ``forbid`` names references
     (dotted names, or a dict name -> message) that ``fn`` must not call, directly or not;
     ``ratio_hints`` maps a constant ratio got/expected to a question ("did you divide by n twice?").
-    ``hint`` may be a pair (nudge, full): the first failure shows the nudge, later ones the full hint.
-    ``atol`` may be a function of a case's arguments (e.g. :func:`float32_atol` of its logits).
+    ``hint`` may be a pair (nudge, full): the first failure shows the nudge, later ones the full
+    hint; ``explain(fn, case, expected, got)``, the property a wrong result broke as a question
+    about that input (or ``""``), stands in for the nudge. ``atol`` may be a function of a case's
+    arguments (e.g. :func:`float32_atol` of its logits).
     """
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
@@ -237,9 +257,11 @@ def check(
             )
         if why:
             warn = f" (it warned {said})" if said else ""
+            diagnosis = _ratio_note(expected, got, ratio_hints).strip() or _diagnosis(
+                explain, fn, case, expected, got
+            )
             return _say_line(
-                f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
-                f"{_ratio_note(expected, got, ratio_hints)}{_hint_for(name, hint)}",
+                f"{FAIL} {name}: on input {case.describe()}: {why}{warn}.{_hint_for(name, hint, diagnosis)}",
                 quiet,
                 False,
             )

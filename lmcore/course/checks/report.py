@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["compare", "short", "ratio_of"]
+__all__ = ["compare", "short", "ratio_of", "apart"]
 
 
 def _num(x: float) -> str:
@@ -26,6 +26,9 @@ def _apart(e: float, g: float) -> tuple[str, str]:
         if a != b:
             return a, b
     return repr(e), repr(g)
+
+
+apart = _apart  # for the checkers' own lines
 
 
 def short(x, limit: int = 70) -> str:

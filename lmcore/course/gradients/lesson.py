@@ -101,6 +101,37 @@ def _logit_cases(seed: int) -> list[Case]:
     return cases + random_logit_cases(seed)
 
 
+def _explain_ce_grad(fn, case, expected, got) -> str:
+    """The property of the NLL's gradient that ``got`` breaks on this case, as a question."""
+    z, y = case.args
+    g = np.asarray(got, dtype=np.float64)
+    if g.shape != np.shape(expected):
+        return ""
+    if not np.isfinite(g).all():
+        return (
+            f"on logits as large as {np.abs(z).max():.0f} your gradient holds {g[~np.isfinite(g)][0]}: "
+            "what does exp give there, and what did notebook 01 do about it?"
+        )
+    total = float(g.sum())
+    if abs(total) > 1e-5:
+        return (
+            f"your gradient's entries sum to {total:.4g}: adding the same amount to every logit leaves "
+            "the loss unchanged, so what must the entries sum to?"
+        )
+    if not g[y] < 0:
+        return (
+            f"the target's entry (index {y}) is {g[y]:.4g}: raising the target's logit lowers the "
+            "loss, so which sign must its entry have?"
+        )
+    k = next((k for k in range(len(g)) if k != y and g[k] < 0), None)
+    if k is not None:
+        return (
+            f"entry {k}, not the target, is {g[k]:.4g}: what does raising a wrong token's logit do to "
+            "the loss?"
+        )
+    return ""
+
+
 def check_ce_grad(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z, y) -> d nll / d z`` against ``lmcore.handcalc.ce_grad``."""
     return check(
@@ -119,6 +150,7 @@ def check_ce_grad(fn, *, quiet: bool = False) -> bool:
         rtol=1e-6,
         quiet=quiet,
         forbid=_by_hand(["lmcore.handcalc.ce_grad", "lmcore.course.gradients.lesson.numerical_grad"]),
+        explain=_explain_ce_grad,
         ratio_hints={
             -1.0: "The sign is flipped: raising the target's logit lowers the loss, so what sign must its entry have?"
         },

@@ -8,9 +8,11 @@
   it in the same row, is replaced by a different one.
 - ``views``: the picture behind its widget: one packed row under a policy (inputs, position ids,
   scored targets) next to its attention mask (the tensors come ....
+- ``diagnoses``: what a wrong mask or wrong chat labels got wrong at the first position that
+  differs, as the question the checkers' first hint asks.
 
 The notebook imports these modules (``from lmcore.course.packing import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "chat", "leak", "views"]
+__all__ = ["lesson", "chat", "leak", "views", "diagnoses"]

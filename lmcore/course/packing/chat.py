@@ -9,11 +9,14 @@ A conversation is a row of :data:`lmcore.course.packing.lesson.VOCAB` words:
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from ...shift import IGNORE_INDEX
 from ..checks import Case, check
-from .lesson import ASSISTANT, PAD, USER, VOCAB, encode
+from .diagnoses import ChatRoles, explain_chat_labels
+from .lesson import ASSISTANT, PAD, USER, VOCAB, decode, encode
 
 __all__ = [
     "EXAMPLE_CHAT",
@@ -27,6 +30,8 @@ __all__ = [
 ]
 
 EXAMPLE_CHAT = "<user> 2 + 3 = <assistant> 5 . EOS"
+# the first failure's hint: what kind of position the learner's labels got wrong (diagnoses.py)
+_EXPLAIN = partial(explain_chat_labels, roles=ChatRoles(USER, ASSISTANT, decode))
 
 
 def chat_labels(input_ids: torch.Tensor, assistant_id: int = ASSISTANT, pad_id: int = PAD):
@@ -114,6 +119,7 @@ def check_chat_labels(fn) -> bool:
             "lmcore.course.packing.chat.chat_labels": "write the mask yourself",
             "lmcore.course.packing.chat.multi_turn_labels": "write the mask yourself",
         },
+        explain=_EXPLAIN,
         hint=(
             "Which tokens should the model be graded on: the user's prompt, the template's markers, "
             "the answer, its EOS, the padding? Which of yours is scored that should not be, or the "
@@ -144,6 +150,7 @@ def check_multi_turn_labels(fn) -> bool:
             # Exercise 5's reference applied turn by turn is right too: refused (issue 38)
             "lmcore.course.packing.chat.chat_labels": "that is the one-turn reference: write the scan yourself",
         },
+        explain=_EXPLAIN,
         hint=(
             "In a conversation of several turns, which tokens are the assistant's to predict? Look at"
             " the second assistant turn: is it scored, and the user turn before it left out?",

@@ -21,6 +21,7 @@ from ...shift import (
 )
 from ..checks import Case, check
 from ..toys import BOS, EOS, PAD, WordTokenizer
+from .diagnoses import explain_boundary_targets, explain_document_mask
 
 __all__ = [
     "TOKENIZER",
@@ -161,6 +162,7 @@ def check_mask_cross_document_targets(fn) -> bool:
         mask_cross_document_targets,
         cases,
         forbid={"lmcore.shift.mask_cross_document_targets": _WRITE, "lmcore.shift.pack_documents": _WRITE},
+        explain=explain_boundary_targets,
         hint=(
             "Where two documents meet in a packed row, which target asks the model to predict the "
             "next document's first token from the previous document? Is that the only one you "
@@ -180,6 +182,7 @@ def check_document_causal_mask(fn) -> bool:
         document_causal_mask,
         cases,
         forbid={"lmcore.shift.document_causal_mask": _WRITE},
+        explain=explain_document_mask,
         hint=(
             "Two conditions decide whether position i may look at position j in a packed row. The "
             "causal one is one of them: what is the other, and how do the two combine?",

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ... import handcalc
 from ..._validate import require_real
 from ...perplexity import nats_to_bits
-from ..checks import Case, check, float32_atol, random_logit_cases
+from ..checks import Case, apart, check, float32_atol, random_logit_cases
 from ..checks.guard import available
 
 __all__ = [
@@ -154,6 +154,47 @@ def _nll_cases(seed: int = 1) -> list[Case]:
     return cases + random_logit_cases(seed)
 
 
+def _explain_nll(fn, case, expected, got) -> str:
+    """The property of a loss that ``got`` breaks on this case, as a question ("" if none)."""
+    z, y = case.args
+    loss = float(got)
+    if not np.isfinite(loss):
+        return (
+            f"on this input your loss is {loss}: which step of yours overflows, or takes the log "
+            "of 0? Can you get log p without forming p first?"
+        )
+    tol = 1e-6 + float32_atol(z + 5.0)
+    moved = float(fn(np.array(z, dtype=np.float64) + 5.0, y))
+    if not abs(moved - loss) <= tol:
+        a, b = apart(loss, moved)
+        return (
+            f"adding 5 to every logit leaves softmax, and so the loss, unchanged; yours goes from {a} "
+            f"to {b}: which part of your formula depends on the logits' level?"
+        )
+    V = len(z)
+    uniform = float(fn(np.zeros(V), 0))
+    if not abs(uniform - np.log(V)) <= 1e-5:
+        return (
+            f"on {V} equal logits the model gives each token 1/{V}, and your loss there is "
+            f"{uniform:.4g}: how surprising is an outcome of probability 1/{V}?"
+        )
+    surer = np.array(z, dtype=np.float64)
+    surer[y] += 1.0
+    after = float(fn(surer, y))
+    if after == loss:
+        return (
+            f"raising the target's logit by 1 leaves your loss at {loss:.4g}: is something in your "
+            "function clipping it? Can you get log p without forming p first?"
+        )
+    if not after < loss:
+        a, b = apart(loss, after)
+        return (
+            f"raising the target's logit by 1 makes the model surer of the right token, yet your "
+            f"loss goes from {a} to {b}: what should a surprise do when the target becomes likelier?"
+        )
+    return ""
+
+
 def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z, y) -> float`` (-log softmax(z)[y], nats) against ``lmcore.handcalc.nll``."""
     return check(
@@ -173,6 +214,7 @@ def check_nll_from_logits(fn, *, quiet: bool = False) -> bool:
         rtol=1e-6,
         quiet=quiet,
         forbid=_forbid(_LOSSES),
+        explain=_explain_nll,
         ratio_hints={
             -1.0: "the sign is flipped: can a loss that is a surprise ever be negative?",
             1 / np.log(2): "that is 1/ln 2 times the expected: which logarithm did you take?",
