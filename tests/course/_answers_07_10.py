@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from _answers import Answers
 
+import lmcore
 from lmcore import causal_lm_loss
 from lmcore.course.checks import answer_digest
 from lmcore.course.debugging import exercises as DX
@@ -360,6 +361,14 @@ ANSWERS["my_lr_at"] = Answers(
         "rises_again_after_max_steps": _lr_rises_again,
         "linear_decay": _lr_linear_decay,
         "decays_over_one_step_less": _lr_decay_over_one_step_less,
+    },
+    first_hints={
+        "warmup_from_zero": "in the warmup",
+        "cosine_counts_from_step_0": "where the decay starts",
+        "cosine_to_zero": "where must the decay land",
+        "rises_again_after_max_steps": "past max_steps",
+        "linear_decay": "straight line",
+        "decays_over_one_step_less": "over how many steps",
     },
     refused={
         "lmcore_lr_at": (lambda step, **kw: lr_at(step, **kw), "called lmcore.train.optim.lr_at"),
@@ -892,6 +901,10 @@ ANSWERS["my_context_free_floor"] = Answers(
         "course_entropy_of_the_frequencies": (
             lambda h: FL.entropy(_cf_by_hand_entropy(h)),
             "called lmcore.course.floor.lesson.entropy",
+        ),
+        "lmcore_unigram_entropy": (
+            lambda h: lmcore.unigram_entropy(_target_ids(h), TOK.vocab_size),
+            "lmcore's unigram entropy in one call",
         ),
     },
 )

@@ -327,14 +327,19 @@ def test_mutation_advice_fits_the_library(capsys):
     assert "x.clone()" in capsys.readouterr().out
 
 
-def test_a_two_part_hint_nudges_first_then_tells(capsys):
+def test_a_two_part_hint_nudges_and_leaves_the_full_hint_to_show_solution(capsys):
     name = "hint order (test only)"
-    for _ in range(3):
-        assert not check(name, lambda x: x, ref_double, [([1],)], hint=("which factor?", "multiply by 2"))
+
+    def my_double(x):
+        return x
+
+    for fn in (my_double, my_double, lambda x: x):
+        assert not check(name, fn, ref_double, [([1],)], hint=("which factor?", "multiply by 2"))
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("Hint: which factor?") and all(
-        li.endswith("Hint: multiply by 2") for li in lines[1:]
-    )
+    assert lines[0].endswith("Hint: which factor?")
+    assert lines[1].endswith('Hint: which factor? Stuck? show_solution("my_double") gives the fuller hint.')
+    assert lines[2].endswith("Stuck? show_solution(your function's name) gives the fuller hint.")
+    assert not any("multiply by 2" in li for li in lines)
 
 
 def test_a_single_number_names_a_simple_ratio_only():
@@ -399,7 +404,9 @@ def test_a_diagnosis_keyed_to_the_mistake_stands_in_for_the_nudge(capsys):
         assert not check(name, lambda x: -x, lambda x: 2 * x, [(3,)], hint=hint, explain=says)
     first, second = capsys.readouterr().out.splitlines()
     assert first.endswith("Hint: at 3 yours is -3: which sign?") and "is it even?" not in first
-    assert second.endswith("Hint: at 3 yours is -3: which sign? multiply by 2")
+    assert second.endswith(
+        "Hint: at 3 yours is -3: which sign? Stuck? show_solution(your function's name) gives the fuller hint."
+    )
 
     def broken(fn, case, expected, got):
         raise RuntimeError("a diagnosis with a bug")

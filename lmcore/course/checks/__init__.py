@@ -113,10 +113,18 @@ def _copy_advice(args) -> str:
     return "work on a copy: x.clone()" if torchy else "work on a copy: x.copy()"
 
 
+# The ratios that mean the same mistake in any exercise; a checker's ratio_hints may reword them.
+_RATIO_DEFAULTS = {
+    -1.0: "your result is the expected with its sign flipped: where does your sign come from?",
+    float(1 / np.log(2)): "that is 1/ln 2 times the expected: which logarithm did you take?",
+    float(np.log(2)): "that is ln 2 times the expected: which logarithm does the exercise ask for?",
+}
+
+
 def _ratio_note(expected, got, ratio_hints) -> str:
-    """ " Did you ...?" when the result is the expected times a constant that ``ratio_hints`` names."""
-    if not ratio_hints:
-        return ""
+    """ " Did you ...?" when the result is the expected times a constant that ``ratio_hints`` (or
+    :data:`_RATIO_DEFAULTS`: a flipped sign, the other logarithm) names."""
+    pairs = [*(ratio_hints or {}).items(), *_RATIO_DEFAULTS.items()]  # the checker's own first
     try:
         e, g = _as_array(expected), _as_array(got)
         c = ratio_of(e, g) if e.shape == g.shape and e.dtype.kind == g.dtype.kind == "f" else None
@@ -128,7 +136,7 @@ def _ratio_note(expected, got, ratio_hints) -> str:
             if note:
                 return note
         return ""
-    for value, text in ratio_hints.items():
+    for value, text in pairs:
         if c is not None and abs(c - value) <= 1e-6 * max(1.0, abs(value)):
             return f" {text[:1].upper()}{text[1:]}"
     return ""
@@ -137,25 +145,29 @@ def _ratio_note(expected, got, ratio_hints) -> str:
 _FAILED: dict[str, int] = {}  # checker name -> failures so far in this kernel
 
 
-def _hint_for(name: str, hint, diagnosis: str = "") -> str:
-    """``hint`` as text; a pair (nudge, full) gives the nudge on a checker's first failure and the
-    full hint from the second on, so the first message points at the property, not the answer.
-    A ``diagnosis`` (the property this answer broke, as a question) replaces the nudge, which was
-    written for one mistake and may point away from this one, and comes before the full hint."""
-    if isinstance(hint, (tuple, list)):
-        nudge, full = hint
-        _FAILED[name] = _FAILED.get(name, 0) + 1
-        hint = (diagnosis or nudge) if _FAILED[name] == 1 else " ".join(filter(None, (diagnosis, full)))
-    elif diagnosis:
-        hint = diagnosis
-    return f" Hint: {hint}" if hint else ""
+def _hint_for(name: str, hint, diagnosis: str = "", fn=None) -> str:
+    """``hint`` as text. A pair (nudge, full) shows the nudge, never the full hint: that one, like
+    the solution, comes only when the learner asks, from ``show_solution`` (from the second
+    failure on, the line says how). A ``diagnosis`` (the property this answer broke, as a
+    question) replaces the nudge, which was written for one mistake and may point away from this."""
+    if not isinstance(hint, (tuple, list)):
+        return f" Hint: {diagnosis or hint}" if (diagnosis or hint) else ""
+    _FAILED[name] = _FAILED.get(name, 0) + 1
+    text = f" Hint: {diagnosis or hint[0]}"
+    if _FAILED[name] > 1:
+        own = getattr(fn, "__name__", "")
+        ask = f'show_solution("{own}")' if own.isidentifier() else "show_solution(your function's name)"
+        text += f" Stuck? {ask} gives the fuller hint."
+    return text
 
 
-def _diagnosis(explain, fn, case, expected, got) -> str:
-    """``explain(fn, case, expected, got)``: the first property of the exercise that this answer
-    breaks, as a question about that input; ``""`` when it has none or cannot tell."""
-    if explain is None:
-        return ""
+def _diagnosis(explain, ratio_hints, fn, case, expected, got) -> str:
+    """What this wrong answer did, as a question: the ratio note when the result is the expected
+    times a constant ``ratio_hints`` names, else ``explain(fn, case, expected, got)``, the first
+    property of the exercise it breaks on that input; ``""`` when neither can tell."""
+    note = _ratio_note(expected, got, ratio_hints).strip()
+    if note or explain is None:
+        return note
     try:
         with captured_warnings():
             return explain(fn, case, expected, got) or ""
@@ -244,7 +256,7 @@ def check(
         if error is not None:
             return _say_line(
                 f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(error).__name__}: {str(error)[:200]}.{_hint_for(name, hint)}",
+                f"{type(error).__name__}: {str(error)[:200]}.{_hint_for(name, hint, fn=fn)}",
                 quiet,
                 False,
             )
@@ -256,15 +268,10 @@ def check(
                 f"{FAIL} {name}: on input {case.describe()}: {_mutated(case, args, kwargs)}", quiet, False
             )
         if why:
+            diagnosis = _diagnosis(explain, ratio_hints, fn, case, expected, got)
             warn = f" (it warned {said})" if said else ""
-            diagnosis = _ratio_note(expected, got, ratio_hints).strip() or _diagnosis(
-                explain, fn, case, expected, got
-            )
-            return _say_line(
-                f"{FAIL} {name}: on input {case.describe()}: {why}{warn}.{_hint_for(name, hint, diagnosis)}",
-                quiet,
-                False,
-            )
+            line = f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
+            return _say_line(line + _hint_for(name, hint, diagnosis, fn), quiet, False)
         if said and not warned:
             warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
     return _say_line(f"{PASS} {name}: matches the reference on all {len(cases)} cases.{warned}", quiet, True)

@@ -15,12 +15,13 @@ __all__ = ["compare", "short", "ratio_of", "apart"]
 
 
 def _num(x: float) -> str:
-    return f"{x:.4g}"
+    return f"{x + 0.0:.4g}"  # + 0.0: -0.0 reads as 0
 
 
 def _apart(e: float, g: float) -> tuple[str, str]:
     """``e`` and ``g`` with 4 significant digits, or as many more as it takes for the two to read
     differently (a failure line never shows two equal-looking numbers)."""
+    e, g = e + 0.0, g + 0.0  # -0.0 reads as 0
     for digits in range(4, 18):
         a, b = f"{e:.{digits}g}", f"{g:.{digits}g}"
         if a != b:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...train import lr_at
-from ..checks import Case, check, float32_atol
+from ..checks import Case, apart, check, float32_atol
 
 __all__ = ["lr_schedule_cases", "check_lr_schedule"]
 
@@ -42,6 +42,44 @@ def _lr_atol(step, *, lr, **_) -> float:
     return float32_atol(np.asarray(lr, dtype=np.float64), floor=1e-15)
 
 
+def _off(fn, step: int, want: float, kw: dict) -> float | None:
+    """``fn``'s rate at ``step`` when it is not ``want`` (to a float32 tolerance), else None."""
+    got = float(fn(step, **kw))
+    return None if abs(got - want) <= _lr_atol(step, **kw) + 1e-6 * abs(want) else got
+
+
+def _explain_schedule(fn, case, expected, got) -> str:
+    """Which part of the schedule a wrong rate belongs to, asked about on this case's setting."""
+    (step,), kw = case.args, case.kwargs
+    lr, low, w, m = kw["lr"], kw["min_lr"], kw["warmup_steps"], kw["max_steps"]
+    if step < w:
+        return (
+            f"step {step} is in the warmup (warmup_steps = {w}) and yours is {float(got):.4g}: "
+            f"which rate does step 0 get, and at which step does the ramp reach lr = {lr}?"
+        )
+    if step >= m:
+        return f"step {step} is past max_steps = {m} and yours is {float(got):.4g}: what happens after the decay?"
+    top = _off(fn, w, lr, kw)
+    if top is not None:
+        return f"at step {w}, where the decay starts, yours is {top:.4g}: which rate must it start from?"
+    quarter = w + (m - w) // 4
+    line = low + (lr - low) * (1 - (quarter - w) / max(1, m - w))
+    if _off(fn, quarter, line, kw) is None:
+        return (
+            f"a quarter into the decay (step {quarter}) yours is the straight line's value: what "
+            "shape does the decay between lr and min_lr take?"
+        )
+    for last in (m, m - 1) if m - 1 > w else (m,):
+        end = _off(fn, last, lr_at(last, **kw), kw)
+        if end is not None:
+            a, b = apart(end, lr_at(last, **kw))
+            return (
+                f"at step {last}, the decay's {'end' if last == m else 'last step'}, yours is {a} where the "
+                f"schedule is at {b}: where must the decay land (which argument names it), and over how many steps does it run?"
+            )
+    return ""
+
+
 def check_lr_schedule(fn, *, quiet: bool = False):
     """Grade ``fn(step, *, lr, min_lr, warmup_steps, max_steps) -> learning rate`` against
     :func:`lmcore.train.lr_at` (which ``fn`` must not call)."""
@@ -60,5 +98,6 @@ def check_lr_schedule(fn, *, quiet: bool = False):
         atol=_lr_atol,
         rtol=1e-6,
         forbid=_FORBID,
+        explain=_explain_schedule,
         quiet=quiet,
     )
