@@ -40,7 +40,7 @@ def _set_cases() -> list[Case]:
         Case((torch.tensor([2.0, 1.0, 0.0]), [1]), label="logits [2, 1, 0], acceptable [1]"),
         Case((torch.tensor([2.0, 1.0, 0.0]), [0, 1]), label="logits [2, 1, 0], acceptable [0, 1]"),
         Case((torch.tensor([0.0, 5.0, 5.0, -2.0]), [2, 1]), label="two equally likely right answers [2, 1]"),
-        Case((torch.tensor([1000.0, 999.0, 0.0]), [1, 2]), label="logits near 1000"),
+        Case((torch.tensor([1000.0, 999.0, 0.0]), [1, 2]), label="logits [1000, 999, 0], acceptable [1, 2]"),
         Case((torch.tensor([1000.0, 0.0, -5.0]), [2]), label="logits [1000, 0, -5], acceptable [2]"),
         Case(
             (torch.tensor([-5.0, 1000.0, -7.0, 990.0], dtype=torch.float64), [0, 2]),
@@ -243,7 +243,9 @@ def check_decode_step(fn, *, quiet: bool = False) -> bool:
         },
         hint=(
             "Your step must see what the full forward sees at the newest position: which position "
-            "number does the new token have, and which keys, cached and new, does its query read?",
+            "number does the new token have, and which keys, cached and new, does its query read? "
+            "And does every step of GPT.forward happen in yours, in its order: the scale of the "
+            "scores, how c_attn's output splits into q, k and v, the final LayerNorm?",
             "in each block: h = ln_1(x); q, k, v from c_attn(h), split into heads; append k and v to "
             "the block's cache before attending (the new position reads itself too); "
             "x = x + c_proj(heads merged); x = x + mlp(ln_2(x)); logits = lm_head(ln_f(x)).",
