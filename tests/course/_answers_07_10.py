@@ -698,6 +698,12 @@ ANSWERS["my_allow_only"] = Answers(
         "allowed_reset_to_zero": _allow_zero_allowed,
         "returns_probabilities": _allow_probabilities,
     },
+    first_hints={
+        "banned_set_to_zero": "is not allowed, yet",
+        "pushed_down_by_10": "is not allowed, yet",
+        "allowed_reset_to_zero": "did an allowed logit change",
+        "returns_probabilities": "compares probabilities after a softmax",
+    },
     refused={
         "course_allow_only": (lambda logits, allowed: FD.allow_only(logits, allowed), "write it yourself"),
         "course_allow_only_by_partial": (
@@ -1188,6 +1194,10 @@ ANSWERS["my_decode_step"] = Answers(
         "returns_the_old_cache": lambda m, t, c: _decode(m, t, c, extend=False),
         "is_causal_on_one_query": lambda m, t, c: _decode(m, t, c, causal=True),
         "no_ln_f": lambda m, t, c: _decode(m, t, c, ln_f=False),
+    },
+    first_hints={
+        "returns_the_old_cache": "the cache you return",
+        "no_ln_f": "every step of GPT.forward",
     },
     refused={
         "course_forward_cached": (

@@ -154,8 +154,9 @@ def compare(expected, got, *, atol: float = 1e-6, rtol: float = 1e-5) -> str | N
             return f"expected {len(expected)} results, got {short(got)}"
         for i, (e, g) in enumerate(zip(expected, got)):
             why = compare(e, g, atol=atol, rtol=rtol)
-            if why:
-                return f"result {i}: {why}"
+            if why:  # nested results read as one path: "result [1][0][0]: ..."
+                inner = why.removeprefix("result ") if why.startswith("result [") else f": {why}"
+                return f"result [{i}]{inner}"
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):

@@ -271,6 +271,29 @@ def _as_probs(fn):
     return probs
 
 
+def _explain_allowed(fn, case, expected, got) -> str:
+    """The first token whose probability after a softmax of the learner's logits is wrong: a
+    banned one that kept some, or an allowed one whose odds against the others changed."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return ""
+    wrong = (got - expected).abs() > 1e-9 + 1e-5 * expected.abs()
+    where = wrong.nonzero()
+    if len(where) == 0:
+        return ""
+    at = tuple(int(i) for i in where[0])
+    token, p = at[-1], float(got[at])
+    if float(expected[at]) == 0:
+        return (
+            f"the check compares probabilities after a softmax: token {token} is not allowed, yet "
+            f"after a softmax of your logits it keeps {p:.3g}. Which logit makes a softmax give exactly 0?"
+        )
+    return (
+        f"the check compares probabilities after a softmax: token {token} is allowed, and after a "
+        f"softmax of your logits it gets {p:.4g} where the model's odds give {float(expected[at]):.4g}: "
+        "did an allowed logit change?"
+    )
+
+
 def check_allow_only(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(logits, allowed) -> logits`` ``(..., V)``: after a softmax, every token not in
     ``allowed`` has probability 0 and the allowed ones keep their relative odds (compared as
@@ -291,4 +314,5 @@ def check_allow_only(fn, *, quiet: bool = False) -> bool:
         hint=hint,
         quiet=quiet,
         forbid=("lmcore.course.floor.decoding.allow_only",),
+        explain=_explain_allowed,
     )

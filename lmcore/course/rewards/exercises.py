@@ -14,7 +14,7 @@ import torch
 
 from ..._validate import require_int_scalar
 from ...shift import mask_cross_document_targets
-from ..checks import Case, check, float32_atol
+from ..checks import Case, check, compare, float32_atol
 from .data import context_coverage
 from .inference import forward_cached
 from .lesson import set_nll
@@ -209,6 +209,23 @@ def _decode_cases() -> list[tuple]:
     return out
 
 
+def _explain_cache(fn, case, expected, got) -> str:
+    """When the logits are right and the returned cache is not: which block's keys or values."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2 or compare(expected[0], got[0]) is not None:
+        return ""
+    for b, (want, have) in enumerate(zip(expected[1], got[1])):
+        for part, e, g in zip(("keys", "values"), want, have):
+            if compare(e, g) is None:
+                continue
+            if tuple(e.shape) != tuple(g.shape):
+                return (
+                    f"your logits are right, but the cache you return holds block {b}'s {part} with shape "
+                    f"{tuple(g.shape)}, not {tuple(e.shape)}: what must the next step find in it?"
+                )
+            return f"your logits are right, but block {b}'s {part} in the cache you return differ: what must the next step read there?"
+    return ""
+
+
 def check_decode_step(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(model, token (N,), cache) -> (logits (N, V), cache extended by one position)``
     against :func:`lmcore.course.rewards.inference.forward_cached` on small float64 GPTs."""
@@ -234,6 +251,7 @@ def check_decode_step(fn, *, quiet: bool = False) -> bool:
         rtol=1e-5,  # every plausible wrong step is off by more than 0.01
         quiet=quiet,
         no_mutation=False,  # the model is an input; the cache is compared as a result
+        explain=_explain_cache,
         forbid={
             "lmcore.course.rewards.inference.forward_cached": "write the step yourself",
             "lmcore.model.GPT.forward": _RECOMPUTE,
