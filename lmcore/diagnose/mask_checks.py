@@ -69,7 +69,8 @@ def check_coverage(moved, weight, want, declared: bool = False):
             False,
             f"the last position (t = {L - 1}) is scored, though it has no next token in the row. "
             "Likely causes: the shift is missing (each position compared with its own token; see "
-            "alignment); labels padded or rolled to length L (torch.roll wraps the first token round)",
+            "alignment); labels padded to length L with a real token id (Hugging Face pads with "
+            "-100, which is right) or rolled (torch.roll wraps the first token round)",
         )
     )
     missing, detached = want & ~moved & ~grad, want & moved & ~grad
