@@ -882,7 +882,7 @@ ANSWERS["my_document_causal_mask"] = Answers(
         "strictly_causal": "look at itself",
         "or_instead_of_and": "see the future",
         "float_mask": "bool",
-        "padding_reads_nothing": "look at itself",
+        "padding_reads_nothing": "What may padding read?",
     },
     refused={
         "reference": (lambda d: document_causal_mask(d), "write it yourself"),
@@ -1155,6 +1155,9 @@ ANSWERS["my_multi_turn_labels"] = Answers(
         "padding_scored": lambda x, u=USER, a=ASSISTANT, p=PAD: torch.where(
             x == p, x, _mt_python(x, u, a, p)
         ),
+        "zero_for_ignored": lambda x, u=USER, a=ASSISTANT, p=PAD: _mt_python(x, u, a, p).clamp(min=0),
+        "shifted_to_l_minus_1": lambda x, u=USER, a=ASSISTANT, p=PAD: _mt_python(x, u, a, p)[:, 1:],
+        "float_labels": lambda x, u=USER, a=ASSISTANT, p=PAD: _mt_python(x, u, a, p).float(),
         "shifted_here": lambda x, u=USER, a=ASSISTANT, p=PAD: torch.nn.functional.pad(
             _mt_python(x, u, a, p)[:, 1:], (0, 1), value=-100
         ),
@@ -1162,6 +1165,9 @@ ANSWERS["my_multi_turn_labels"] = Answers(
     first_hints={
         "one_turn_rule": "<user> marker",
         "shifted_here": "where does the next-token shift happen",
+        "zero_for_ignored": "which value does the loss skip",
+        "shifted_to_l_minus_1": "Are you shifting here?",
+        "float_labels": "which dtype",
         "first_answer_only": "assistant turn 2 of 2",
         "last_answer_only": "assistant turn 1 of 2",
         "assistant_token_scored": "<assistant> marker",

@@ -697,12 +697,16 @@ ANSWERS["my_allow_only"] = Answers(
         "pushed_down_by_10": _allow_minus_ten,
         "allowed_reset_to_zero": _allow_zero_allowed,
         "returns_probabilities": _allow_probabilities,
+        "allowed_ones_banned": lambda logits, allowed: logits.clone().index_fill(
+            -1, torch.tensor(allowed), float("-inf")
+        ),
     },
     first_hints={
         "banned_set_to_zero": "is not allowed, yet",
         "pushed_down_by_10": "is not allowed, yet",
         "allowed_reset_to_zero": "did an allowed logit change",
         "returns_probabilities": "compares probabilities after a softmax",
+        "allowed_ones_banned": "Which tokens did you change?",
     },
     refused={
         "course_allow_only": (lambda logits, allowed: FD.allow_only(logits, allowed), "write it yourself"),

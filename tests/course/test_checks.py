@@ -328,17 +328,23 @@ def test_mutation_advice_fits_the_library(capsys):
 
 
 def test_a_two_part_hint_nudges_and_leaves_the_full_hint_to_show_solution(capsys):
+    """From the second failure on the line says how to ask for more: show_solution with the
+    learner's function name when that names an exercise, a generic call otherwise."""
     name = "hint order (test only)"
 
-    def my_double(x):
+    def surprise(x):  # the name of notebook 00's exercise
         return x
 
-    for fn in (my_double, my_double, lambda x: x):
+    def my_double(x):  # no exercise has this name
+        return x
+
+    for fn in (surprise, surprise, my_double, lambda x: x):
         assert not check(name, fn, ref_double, [([1],)], hint=("which factor?", "multiply by 2"))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("Hint: which factor?")
-    assert lines[1].endswith('Hint: which factor? Stuck? show_solution("my_double") gives the fuller hint.')
-    assert lines[2].endswith("Stuck? show_solution(your function's name) gives the fuller hint.")
+    assert lines[1].endswith('Hint: which factor? Stuck? show_solution("surprise") gives the fuller hint.')
+    generic = "Stuck? show_solution(the exercise's function name) gives the fuller hint."
+    assert lines[2].endswith(generic) and lines[3].endswith(generic)
     assert not any("multiply by 2" in li for li in lines)
 
 
@@ -405,7 +411,7 @@ def test_a_diagnosis_keyed_to_the_mistake_stands_in_for_the_nudge(capsys):
     first, second = capsys.readouterr().out.splitlines()
     assert first.endswith("Hint: at 3 yours is -3: which sign?") and "is it even?" not in first
     assert second.endswith(
-        "Hint: at 3 yours is -3: which sign? Stuck? show_solution(your function's name) gives the fuller hint."
+        "Hint: at 3 yours is -3: which sign? Stuck? show_solution(the exercise's function name) gives the fuller hint."
     )
 
     def broken(fn, case, expected, got):

@@ -16,6 +16,7 @@ alone.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,23 +157,52 @@ def _hint_for(name: str, hint, diagnosis: str = "", fn=None) -> str:
     text = f" Hint: {diagnosis or hint[0]}"
     if _FAILED[name] > 1:
         own = getattr(fn, "__name__", "")
-        ask = f'show_solution("{own}")' if own.isidentifier() else "show_solution(your function's name)"
+        ask = (
+            f'show_solution("{own}")'
+            if own in _exercise_names()
+            else "show_solution(the exercise's function name)"
+        )
         text += f" Stuck? {ask} gives the fuller hint."
     return text
 
 
-def _diagnosis(explain, ratio_hints, fn, case, expected, got) -> str:
+@functools.lru_cache(maxsize=1)
+def _exercise_names() -> frozenset[str]:
+    """The function names ``show_solution`` knows (read from the instructor edition once); empty
+    where it cannot be read, so a failure line never names an exercise that does not exist."""
+    try:
+        import nbformat
+
+        from ..build.nbgrader_meta import exercises
+        from ..solutions import instructor_notebooks
+
+        return frozenset(
+            ex["function"]
+            for path in instructor_notebooks().glob("*.ipynb")
+            for ex in exercises(nbformat.read(path, as_version=4))
+        )
+    except Exception:  # noqa: BLE001 - no instructor edition here: name no exercise
+        return frozenset()
+
+
+_KIND_ONLY = "the values may be right; the type is not: which dtype does the exercise ask for?"
+
+
+def _diagnosis(explain, ratio_hints, fn, case, expected, got, why: str = "") -> str:
     """What this wrong answer did, as a question: the ratio note when the result is the expected
     times a constant ``ratio_hints`` names, else ``explain(fn, case, expected, got)``, the first
-    property of the exercise it breaks on that input; ``""`` when neither can tell."""
+    property of the exercise it breaks on that input; for a result of the wrong kind (float labels,
+    a float mask) that the explanation does not cover, a question about the type, never the
+    exercise's nudge about its values; ``""`` when none can tell."""
     note = _ratio_note(expected, got, ratio_hints).strip()
+    kind = _KIND_ONLY if " result, got dtype " in why else ""
     if note or explain is None:
-        return note
+        return note or kind
     try:
         with captured_warnings():
-            return explain(fn, case, expected, got) or ""
+            return explain(fn, case, expected, got) or kind
     except Exception:  # noqa: BLE001 - a diagnosis must never turn a failure into a crash
-        return ""
+        return kind
 
 
 def _forbidden(forbid) -> dict[str, str]:
@@ -268,7 +298,7 @@ def check(
                 f"{FAIL} {name}: on input {case.describe()}: {_mutated(case, args, kwargs)}", quiet, False
             )
         if why:
-            diagnosis = _diagnosis(explain, ratio_hints, fn, case, expected, got)
+            diagnosis = _diagnosis(explain, ratio_hints, fn, case, expected, got, why)
             warn = f" (it warned {said})" if said else ""
             line = f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
             return _say_line(line + _hint_for(name, hint, diagnosis, fn), quiet, False)

@@ -138,7 +138,8 @@ def _kind_mismatch(expected, e, got, g) -> str | None:
     if want == have or want is None:
         return None
     dtype = got.dtype if isinstance(got, (torch.Tensor, np.ndarray)) else type(got).__name__
-    return f"expected a {want} result, got dtype {dtype}" + (
+    article = "an" if want[0] in "aeiou" else "a"
+    return f"expected {article} {want} result, got dtype {dtype}" + (
         f" ({_WHY_KIND[want]})" if want in _WHY_KIND else ""
     )
 

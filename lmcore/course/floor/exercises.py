@@ -12,6 +12,7 @@ SciPy's where installed), fails it. A float32 answer is right: the kit's toleran
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -260,6 +261,7 @@ def _allow_cases() -> list[Case]:
 
 
 def _as_probs(fn):
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
     def probs(logits, allowed):
         out = fn(logits, allowed)
         if not isinstance(out, torch.Tensor):
@@ -280,6 +282,12 @@ def _explain_allowed(fn, case, expected, got) -> str:
     where = wrong.nonzero()
     if len(where) == 0:
         return ""
+    allowed = expected > 0
+    if bool((got[allowed] == 0).all()) and bool((got[~allowed] > 0).any()):
+        return (
+            "the check compares probabilities after a softmax: after your function every allowed "
+            "token has probability 0 and the others keep some. Which tokens did you change?"
+        )
     at = tuple(int(i) for i in where[0])
     token, p = at[-1], float(got[at])
     if float(expected[at]) == 0:

@@ -53,6 +53,11 @@ def explain_document_mask(fn, case, expected, got) -> str:
     first = _first(~got & torch.eye(L, dtype=torch.bool))
     if first:
         n, i, _ = first
+        if int(doc[n, i]) < 0:
+            return (
+                f"in row {n}, position {i} is padding (document -1) and may not look at itself: a row "
+                "whose query sees no key at all gives attention nothing to average. What may padding read?"
+            )
         return f"in row {n}, position {i} may not look at itself: is a token's own position visible to it?"
     first = _first(got & other)
     if first:
@@ -157,12 +162,25 @@ def explain_chat_labels(fn, case, expected, got, *, roles: ChatRoles) -> str:
     (bind ``roles`` with functools.partial to pass it to :func:`lmcore.course.checks.check`)."""
     ids, got = case.args[0], _tensor(got)
     if got.shape != expected.shape:
+        if got.dim() == 2 and got.shape[1] == ids.shape[1] - 1:
+            return (
+                f"your labels have {got.shape[1]} columns for rows of {ids.shape[1]} tokens: in this course "
+                "labels keep the input's length and the loss shifts them. Are you shifting here?"
+            )
         return ""
+    if got.is_floating_point():
+        return ""  # the kind line says it; the checker asks about the type
     first = _first(got != expected)
     if first is None:
         return ""
     n, t = first
     word = roles.decode([int(ids[n, t])])
+    unscored = got[expected == IGNORE_INDEX]
+    if len(unscored) and bool((unscored == unscored[0]).all()) and int(unscored[0]) != IGNORE_INDEX:
+        return (
+            f"every position that must not be scored holds {int(unscored[0])} in your labels: which "
+            "value does the loss skip?"
+        )
     if int(got[n, t]) not in (IGNORE_INDEX, int(ids[n, t])):
         return (
             f"row {n}, position {t} ({word!r}) has label {int(got[n, t])}, neither -100 nor its own "

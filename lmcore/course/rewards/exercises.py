@@ -10,6 +10,8 @@ function called ...: write it yourself".
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..._validate import require_int_scalar
@@ -238,6 +240,7 @@ def check_decode_step(fn, *, quiet: bool = False) -> bool:
 
     cases = [Case(c.args, {"_model": models[id(c)]}, c.label) for _, c in pairs]
 
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
     def learner(token, cache, _model=None):
         with torch.no_grad():
             return fn(_model, token, cache)

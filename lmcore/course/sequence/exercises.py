@@ -11,6 +11,7 @@ model with gradients left over from an earlier backward. Re-exported by
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -130,6 +131,7 @@ def check_causal_lm_loss(fn, quiet: bool = False):
     the built-in losses switched off while ``fn`` runs (:func:`builtin_losses_off`); one case
     has ragged rows and logits of +-150 in float32, where log(softmax(.)) gives inf."""
 
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
     def by_hand(logits, labels):
         with builtin_losses_off():
             return fn(logits, labels)
@@ -196,6 +198,7 @@ def _after_a_backward(fn):
     """``fn(model, ids, reduction)`` called on a model whose ``.grad`` holds an earlier
     backward's gradients when ``stale`` (as right after a training step)."""
 
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
     def call(model, ids, reduction, stale):
         if stale:
             causal_lm_loss(model(ids.flip(1)), ids.flip(1)).backward()
