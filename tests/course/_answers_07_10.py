@@ -1025,6 +1025,10 @@ ANSWERS["my_context_coverage"] = Answers(
             "called lmcore.course.rewards.data.context_coverage",
         ),
         "course_context_coverage_itself": (RD.context_coverage, "write it yourself"),
+        "next_exercise_on_one_document": (
+            lambda L, k: RX.document_coverage([L], k),
+            "called lmcore.course.rewards.exercises.document_coverage",
+        ),
     },
 )
 
