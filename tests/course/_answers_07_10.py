@@ -530,6 +530,11 @@ ANSWERS["my_entropy"] = Answers(
         "unweighted_mean_surprisal": lambda p: float(-np.log(p[p > 0]).mean()),
         "ln_of_support_size": lambda p: math.log(int((p > 0).sum())),
     },
+    first_hints={
+        "bits": "which logarithm",
+        "zero_entries_give_nan": "what does 0 * ln 0 give",
+        "sign": "sign flipped",
+    },
     refused={
         "course_entropy": (lambda p: FL.entropy(p), "called lmcore.course.floor.lesson.entropy"),
         "course_cross_entropy_with_itself": (
@@ -586,6 +591,11 @@ ANSWERS["my_kl_gap"] = Answers(
         "entropy_difference": lambda p, q: abs(_entropy_mask(q) - _entropy_mask(p)),
         "weighted_by_q": lambda p, q: float(np.nansum(q * np.log(np.where(p > 0, p, 1) / q) * (p > 0))),
         "unweighted_sum_of_log_ratios": lambda p, q: float(np.log(p[p > 0] / q[p > 0]).sum()),
+        "zero_entries_give_nan": lambda p, q: float((p * np.log(p / q)).sum()),
+    },
+    first_hints={
+        "bits": "which logarithm",
+        "zero_entries_give_nan": "what does 0 * ln 0 give",
     },
     refused={
         "course_kl_divergence": (lambda p, q: FL.kl_divergence(p, q), "called lmcore.course.floor.lesson"),
