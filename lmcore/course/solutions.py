@@ -86,19 +86,30 @@ def solutions_off(here=None, env=None) -> bool:
     return False
 
 
-def find_exercise(name: str) -> dict:
-    """``{"notebook", "solution" (the cell's source), "checks" (check_* names)}`` of the exercise
-    whose function is ``name``; ValueError naming the closest exercises when there is none."""
+def _course_exercises():
+    """(notebook path, notebook, exercise) for every exercise of the instructor edition, in order."""
     from .build.nbgrader_meta import exercises
 
-    known = []
     for path in sorted(instructor_notebooks().glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         for ex in exercises(nb):
-            known.append(ex["function"])
-            if ex["function"] == name:
-                calls = [c for i in ex["tests"] for c in _CHECK_CALL.findall(nb.cells[i].source)]
-                return {"notebook": path.name, "solution": nb.cells[ex["solution"]].source, "checks": calls}
+            yield path, nb, ex
+
+
+def exercise_names() -> list[str]:
+    """The function names of every exercise, the names ``show_solution`` takes, in course order."""
+    return [ex["function"] for _, _, ex in _course_exercises()]
+
+
+def find_exercise(name: str) -> dict:
+    """``{"notebook", "solution" (the cell's source), "checks" (check_* names)}`` of the exercise
+    whose function is ``name``; ValueError naming the closest exercises when there is none."""
+    known = []
+    for path, nb, ex in _course_exercises():
+        known.append(ex["function"])
+        if ex["function"] == name:
+            calls = [c for i in ex["tests"] for c in _CHECK_CALL.findall(nb.cells[i].source)]
+            return {"notebook": path.name, "solution": nb.cells[ex["solution"]].source, "checks": calls}
     close = difflib.get_close_matches(name, known, n=3) or known[:5]
     raise ValueError(f"name: no exercise writes a function {name!r}; did you mean one of {close}?")
 

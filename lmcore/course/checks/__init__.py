@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .guard import captured_warnings, recorded_calls, warning_text
-from .report import _as_array, apart, compare, ratio_of, short
+from .report import _as_array, apart, compare, kind_differs, ratio_of, short
 
 __all__ = [
     "Case",
@@ -171,16 +171,9 @@ def _exercise_names() -> frozenset[str]:
     """The function names ``show_solution`` knows (read from the instructor edition once); empty
     where it cannot be read, so a failure line never names an exercise that does not exist."""
     try:
-        import nbformat
+        from ..solutions import exercise_names
 
-        from ..build.nbgrader_meta import exercises
-        from ..solutions import instructor_notebooks
-
-        return frozenset(
-            ex["function"]
-            for path in instructor_notebooks().glob("*.ipynb")
-            for ex in exercises(nbformat.read(path, as_version=4))
-        )
+        return frozenset(exercise_names())
     except Exception:  # noqa: BLE001 - no instructor edition here: name no exercise
         return frozenset()
 
@@ -188,14 +181,14 @@ def _exercise_names() -> frozenset[str]:
 _KIND_ONLY = "the values may be right; the type is not: which dtype does the exercise ask for?"
 
 
-def _diagnosis(explain, ratio_hints, fn, case, expected, got, why: str = "") -> str:
+def _diagnosis(explain, ratio_hints, fn, case, expected, got) -> str:
     """What this wrong answer did, as a question: the ratio note when the result is the expected
     times a constant ``ratio_hints`` names, else ``explain(fn, case, expected, got)``, the first
     property of the exercise it breaks on that input; for a result of the wrong kind (float labels,
     a float mask) that the explanation does not cover, a question about the type, never the
     exercise's nudge about its values; ``""`` when none can tell."""
     note = _ratio_note(expected, got, ratio_hints).strip()
-    kind = _KIND_ONLY if " result, got dtype " in why else ""
+    kind = _KIND_ONLY if kind_differs(expected, got) else ""
     if note or explain is None:
         return note or kind
     try:
@@ -250,10 +243,10 @@ def check(
     ``no_mutation``, a function that modifies its inputs fails too. ``forbid`` names references
     (dotted names, or a dict name -> message) that ``fn`` must not call, directly or not;
     ``ratio_hints`` maps a constant ratio got/expected to a question ("did you divide by n twice?").
-    ``hint`` may be a pair (nudge, full): the first failure shows the nudge, later ones the full
-    hint; ``explain(fn, case, expected, got)``, the property a wrong result broke as a question
-    about that input (or ``""``), stands in for the nudge. ``atol`` may be a function of a case's
-    arguments (e.g. :func:`float32_atol` of its logits).
+    ``hint`` may be a pair (nudge, full): a failure shows the nudge (from the second on, with a
+    pointer to ``show_solution``, which alone gives the full hint); ``explain(fn, case, expected,
+    got)``, the property a wrong result broke as a question about that input (or ``""``), stands
+    in for the nudge. ``atol`` may be a function of a case's arguments (e.g. :func:`float32_atol`).
     """
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
@@ -298,7 +291,7 @@ def check(
                 f"{FAIL} {name}: on input {case.describe()}: {_mutated(case, args, kwargs)}", quiet, False
             )
         if why:
-            diagnosis = _diagnosis(explain, ratio_hints, fn, case, expected, got, why)
+            diagnosis = _diagnosis(explain, ratio_hints, fn, case, expected, got)
             warn = f" (it warned {said})" if said else ""
             line = f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
             return _say_line(line + _hint_for(name, hint, diagnosis, fn), quiet, False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["compare", "short", "ratio_of", "apart"]
+__all__ = ["compare", "short", "ratio_of", "apart", "kind_differs"]
 
 
 def _num(x: float) -> str:
@@ -142,6 +142,15 @@ def _kind_mismatch(expected, e, got, g) -> str | None:
     return f"expected {article} {want} result, got dtype {dtype}" + (
         f" ({_WHY_KIND[want]})" if want in _WHY_KIND else ""
     )
+
+
+def kind_differs(expected, got) -> bool:
+    """True when ``got`` is an array or tensor of another kind (bool, integer, float) than the
+    tensor or array ``expected``: the mismatch :func:`compare` reports before any value."""
+    try:
+        return _kind_mismatch(expected, _as_array(expected), got, _as_array(got)) is not None
+    except Exception:  # noqa: BLE001 - a result that is no array is not a kind mismatch
+        return False
 
 
 def _is_numeric_seq(x) -> bool:
