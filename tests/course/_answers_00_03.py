@@ -126,6 +126,11 @@ ANSWERS["stable_softmax"] = Answers(
         "shift_plus_max": lambda z: np.exp(z + z.max()) / np.exp(z + z.max()).sum(),
         "divided_by_max": lambda z: np.exp(z - z.max()) / np.exp(z - z.max()).max(),
     },
+    first_hints={
+        "naive": "its exp overflows",
+        "min_shift": "its exp overflows",
+        "mean_shift": "its exp overflows",
+    },
     refused={
         "reference": (lambda z: handcalc.softmax(z), "write it yourself"),
         "torch_softmax": (lambda z: torch.softmax(torch.from_numpy(z), 0).numpy(), "write it yourself"),
@@ -306,6 +311,41 @@ ANSWERS["mean_nll"] = Answers(
 # ---------------------------------------------------------------- 02: the gradient of the NLL
 
 
+def _grad_by_engine(loss, leaf):  # autograd's engine called directly, not through torch.autograd
+    from torch.autograd.variable import Variable
+
+    return Variable._execution_engine.run_backward(
+        (loss,), (torch.ones_like(loss),), False, False, (leaf,), False
+    )[0]
+
+
+def _grad_by_nodes(loss, leaf):  # the recorded graph's nodes called one by one, no engine at all
+    total = torch.zeros_like(leaf)
+    stack = [(loss.grad_fn, torch.ones_like(loss))]
+    while stack:
+        node, g = stack.pop()
+        if node is None or g is None:
+            continue
+        if hasattr(node, "variable"):  # AccumulateGrad: a leaf
+            if node.variable is leaf:
+                total = total + g
+            continue
+        outs = node(g)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        stack += [(nxt, out) for (nxt, _), out in zip(node.next_functions, outs)]
+    return total
+
+
+def _ce_loss_of(z, y):
+    t = torch.tensor(z, dtype=torch.float64, requires_grad=True)
+    return F.cross_entropy(t[None], torch.tensor([y])), t
+
+
+def _tied_loss_of(E, x, y):
+    e = E.clone().requires_grad_(True)
+    return F.cross_entropy((e[x] @ e.T).reshape(-1, E.shape[0]), y.reshape(-1)), e
+
+
 def _ce_grad_loop(z, y):
     m = max(z)
     e = [math.exp(v - m) for v in z]
@@ -383,6 +423,14 @@ ANSWERS["my_ce_grad"] = Answers(
                 ),
                 t,
             )[0].numpy(),
+            "autograd does the work",
+        ),
+        "autograd_engine_called_directly": (
+            lambda z, y: _grad_by_engine(*_ce_loss_of(z, y)).detach().numpy(),
+            "autograd does the work",
+        ),
+        "graph_nodes_called_by_hand": (
+            lambda z, y: _grad_by_nodes(*_ce_loss_of(z, y)).detach().numpy(),
             "autograd does the work",
         ),
     },
@@ -689,6 +737,14 @@ ANSWERS["tied_grads"] = Answers(
             )[0],
             "autograd does the work",
         ),
+        "autograd_engine_called_directly": (
+            lambda E, x, y: _grad_by_engine(*_tied_loss_of(E, x, y)).detach(),
+            "autograd does the work",
+        ),
+        "graph_nodes_called_by_hand": (
+            lambda E, x, y: _grad_by_nodes(*_tied_loss_of(E, x, y)).detach(),
+            "autograd does the work",
+        ),
     },
 )
 
@@ -955,6 +1011,17 @@ ANSWERS["my_loss_and_grad_norm"] = Answers(
                     m.zero_grad(),
                     loss.backward(),
                     float(torch.nn.utils.clip_grad_norm_(m.parameters(), float("inf"))),
+                )[2],
+            },
+            "torch's norm helper",
+        ),
+        "foreach_norm": (
+            lambda m, ids, r: {
+                "loss": (loss := causal_lm_loss(m(ids), ids, reduction=r)).item(),
+                "grad_norm": (
+                    m.zero_grad(),
+                    loss.backward(),
+                    float(torch.stack(torch._foreach_norm([p.grad for p in m.parameters()])).norm()),
                 )[2],
             },
             "torch's norm helper",

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["captured_warnings", "recorded_calls", "resolve", "available", "warning_text", "AUTOGRAD"]
+__all__ = ["captured_warnings", "recorded_calls", "resolve", "available", "warning_text", "AUTOGRAD", "GRAPH"]
 
 
 @contextlib.contextmanager
@@ -123,10 +123,22 @@ def _is_instance_call(frame, obj) -> bool:
     return this is obj or getattr(this, "overloadpacket", None) is obj
 
 
+# Not a call: an autograd graph recorded inside (a tensor that requires grad went through an
+# operation that saves its inputs for backward). Calling the graph's nodes by hand, or the engine
+# under another name, needs one; a gradient worked out by hand never builds one.
+GRAPH = "torch.autograd (a graph recorded for backward)"
+
+
 @contextlib.contextmanager
 def recorded_calls(names: Iterable[str]):
-    """Yield a list that collects (in call order, once each) the ``names`` called inside."""
+    """Yield a list that collects (in call order, once each) the ``names`` called inside;
+    :data:`GRAPH` among them notes an autograd graph recorded inside."""
     names = list(names)
+    if GRAPH in names:
+        names.remove(GRAPH)
+        with recorded_calls(names) as called, _graph_watch(called):
+            yield called
+        return
     matchers = [(n, *_matcher(n)) for n in names]
     codes = {m: n for n, kind, m in matchers if kind == "call"}
     builtins = {id(m): (n, m) for n, kind, m in matchers if kind == "c_call"}
@@ -170,6 +182,20 @@ def recorded_calls(names: Iterable[str]):
         sys.setprofile(previous)
 
 
+@contextlib.contextmanager
+def _graph_watch(called: list):
+    """Note :data:`GRAPH` in ``called`` when a graph saves a tensor for backward inside."""
+    import torch
+
+    def pack(t):
+        if GRAPH not in called:
+            called.append(GRAPH)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield
+
+
 # autograd in any form, reverse and forward mode: what "work it out by hand" rules out
 AUTOGRAD = available(
     [
@@ -188,5 +214,7 @@ AUTOGRAD = available(
         "torch.func.jacrev",
         "torch.func.jacfwd",
         "torch.func.hessian",
+        "torch._C._ImperativeEngine.run_backward",  # the engine itself, under torch.autograd.backward
+        "torch.autograd.graph.disable_saved_tensors_hooks",  # would blind the graph watch below
     ]
-)
+) + [GRAPH]

@@ -173,7 +173,9 @@ def reference_loss_and_grad_norm(model, input_ids, reduction):
 
 _NORM_HELPERS = {
     name: "that is torch's norm helper: add up the squares of every parameter's .grad yourself"
-    for name in available(["torch.nn.utils.clip_grad_norm_", "torch.nn.utils.get_total_norm"])
+    for name in available(
+        ["torch.nn.utils.clip_grad_norm_", "torch.nn.utils.get_total_norm", "torch._foreach_norm"]
+    )
 }
 
 

@@ -123,6 +123,18 @@ def _softmax_cases(seed: int = 0) -> list[Case]:
     return cases
 
 
+def _explain_softmax(fn, case, expected, got) -> str:
+    """A non-finite softmax on this case, asked about as overflow or all-underflow ("" otherwise)."""
+    (z,) = case.args
+    if np.all(np.isfinite(np.asarray(got, dtype=float))):
+        return ""
+    return (
+        f"on {case.label} your result is not finite. After whatever you subtract from z, is some "
+        f"entry still far above 0 (its exp overflows), or is every entry far below 0 (every exp is "
+        f"0, and 0 / 0 is nan)? Which constant avoids both for any z?"
+    )
+
+
 def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(z) -> probabilities`` against ``lmcore.handcalc.softmax``, |z| ~ 1000 included."""
     return check(
@@ -140,6 +152,7 @@ def check_stable_softmax(fn, *, quiet: bool = False) -> bool:
         rtol=1e-6,
         quiet=quiet,
         forbid=_forbid(_SOFTMAXES),
+        explain=_explain_softmax,
     )
 
 
