@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
-top_p_filter (08); my_entropy, my_kl_gap, my_allow_only, my_floor, my_context_free_floor (09);
+my_lr_prediction, top_p_filter (08); my_entropy, my_kl_gap, my_allow_only, my_floor, my_context_free_floor (09);
 my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
 for what each entry holds."""
 
@@ -29,6 +29,7 @@ from lmcore.course.rewards import inference as RI
 from lmcore.course.rewards import lesson as RL
 from lmcore.course.training import exercises as TX
 from lmcore.course.training import lesson as TL
+from lmcore.course.training import lr_prediction as TP
 from lmcore.data import ChatTokenizer, chat_arithmetic_entropy
 from lmcore.sample import filter_logits, next_token_distribution
 from lmcore.train import lr_at
@@ -373,6 +374,107 @@ ANSWERS["my_lr_at"] = Answers(
     refused={
         "lmcore_lr_at": (lambda step, **kw: lr_at(step, **kw), "called lmcore.train.optim.lr_at"),
         "torch_scheduler_over_lr_at": (_lr_by_lmcore_scheduler, "called lmcore.train.optim.lr_at"),
+    },
+)
+
+
+# ---------------------------------------------------------------- 08: predicting the learning-rate sweep
+# The judge reads only the sweep's numbers: these are notebook 08's two seeds as it printed them
+# (held-out loss, last training loss per rate), so the matrix needs no training.
+_HELD_OUT = {0: (4.006, 2.941, 2.782, 2.905, 3.219, 88.949), 1: (4.018, 2.981, 2.755, 2.955, 3.229, 74.446)}
+_LAST = {0: (4.049, 2.863, 2.399, 2.631, 3.053, 133.543), 1: (3.995, 2.955, 2.674, 2.899, 3.142, 74.137)}
+_SWEEPS = {
+    seed: {
+        "lrs": list(TP.RATES),
+        "val": dict(zip(TP.RATES, _HELD_OUT[seed])),
+        "curves": {r: [4.6, last] for r, last in zip(TP.RATES, _LAST[seed])},
+        "ln_v": 4.635,
+    }
+    for seed in (0, 1)
+}
+
+
+def _judge_prediction(fn):  # what the notebook does: record before the run, grade after it
+    TP.lock_prediction(fn)
+    return TP.check_lr_prediction(fn, _SWEEPS)
+
+
+def _predict(crawls=(1e-4,), diverges=(1.0,), best=3e-3):
+    def my_lr_prediction():
+        return {"crawls": list(crawls), "diverges": list(diverges), "best": best}
+
+    return my_lr_prediction
+
+
+def _predict_numpy():  # numpy floats, a tuple and a set, the keys in another order
+    return {"best": np.float64(0.003), "diverges": (1,), "crawls": {np.float32(1e-4)}}
+
+
+def _predict_by_reasoning():  # the rule of thumb as code: an Adam step moves a weight by about lr
+    init, steps = 0.02, 200
+    crawls = [r for r in TP.RATES if r * steps <= init]
+    diverges = [r for r in TP.RATES if r > 10 * init]
+    return {"crawls": crawls, "diverges": diverges, "best": 3e-3}
+
+
+@functools.cache
+def _predict_cached():  # a decorated function
+    return {"crawls": [0.0001], "diverges": [1e0], "best": 0.003}
+
+
+def _predict_by_running_it():  # runs (a sliver of) the sweep instead of predicting
+    from lmcore.course.training.lr_sweep import lr_sweep
+    from lmcore.data import load_corpus
+
+    lr_sweep(load_corpus("python-docs"), [1e-3], steps=1, n_val=1)
+    return _predict()()
+
+
+def _predict_by_asking_the_judge():
+    TP.sweep_outcome(_SWEEPS)
+    return _predict()()
+
+
+_CALLS = []
+
+
+def _predict_changed_after_the_run():  # says one thing before the run and another after it
+    _CALLS.append(1)
+    return _predict(best=1e-2 if len(_CALLS) % 2 else 3e-3)()
+
+
+ANSWERS["my_lr_prediction"] = Answers(
+    check=_judge_prediction,
+    no_float32="the answer is a choice among the sweep's rates, no computed float",
+    right={
+        "literal": _predict(),
+        "numpy_floats_tuple_and_set": _predict_numpy,
+        "rule_of_thumb_as_code": _predict_by_reasoning,
+        "decorated": _predict_cached,
+    },
+    wrong={
+        "0.001_crawls": _predict(crawls=(1e-4, 1e-3)),
+        "nothing_crawls": _predict(crawls=()),
+        "0.1_diverges": _predict(diverges=(0.1, 1.0)),
+        "nothing_diverges": _predict(diverges=()),
+        "best_is_the_largest_that_learns": _predict(best=0.1),
+        "best_0.01": _predict(best=1e-2),
+        "a_rate_not_in_the_grid": _predict(best=5e-3),
+        "crawls_and_diverges_both": _predict(crawls=(1e-4, 1.0)),
+        "a_list_not_a_dict": lambda: [1e-4, 1.0, 3e-3],
+    },
+    first_hints={
+        "0.001_crawls": "travel in 200 steps at lr 0.001",
+        "nothing_crawls": "travel in 200 steps at lr 0.0001",
+        "0.1_diverges": "learning noisily",
+        "nothing_diverges": "undo an overshoot",
+        "best_is_the_largest_that_learns": "what do the larger ones gain",
+        "best_0.01": "what do the larger ones gain",
+    },
+    refused={
+        "running_the_sweep": (_predict_by_running_it, "that runs the experiment"),
+        "asking_the_judge": (_predict_by_asking_the_judge, "asks the judge"),
+        "changed_after_the_run": (_predict_changed_after_the_run, "recorded before the sweep"),
     },
 )
 

@@ -57,3 +57,72 @@ def test_the_plot_draws_every_rate(corpus):
     assert labels == ["lr 0.001", "lr 0.01", "ln V"]
     with pytest.raises((TypeError, ValueError), match="smooth"):
         plot_lr_sweep(s, smooth=0)
+
+
+# ---- the prediction exercise's judge (lr_prediction): the rules it states, applied per seed
+
+
+def _sweep(val, last, ln_v=4.6):
+    from lmcore.course.training.lr_prediction import RATES
+
+    return {
+        "lrs": list(RATES),
+        "val": dict(zip(RATES, val)),
+        "curves": {r: [ln_v, x] for r, x in zip(RATES, last)},
+        "ln_v": ln_v,
+    }
+
+
+def test_the_judge_applies_its_rules_and_accepts_either_answer_where_seeds_disagree():
+    from lmcore.course.training.lr_prediction import sweep_outcome
+
+    a = _sweep((4.0, 2.9, 2.8, 2.9, 3.7, 9.0), (4.0, 2.9, 2.4, 2.6, 3.1, 9.0))
+    b = _sweep((4.0, 2.9, 2.8, 2.7, 3.5, float("nan")), (4.0, 2.9, 2.4, 2.6, 4.7, float("inf")))
+    out = sweep_outcome({0: a, 1: b})
+    assert out["crawls"][1e-4] == {True} and out["crawls"][1e-3] == {False}
+    assert out["crawls"][0.1] == {True, False}  # 0.9 nats below ln V on seed 0; diverged on seed 1
+    assert out["diverges"][0.1] == {False, True} and out["diverges"][1.0] == {True}
+    assert out["crawls"][1.0] == {False}  # a diverged run does not crawl, whatever its held-out loss
+    assert out["best"] == {3e-3, 1e-2}
+    with pytest.raises(TypeError, match="sweeps"):
+        sweep_outcome([a])
+
+
+def test_a_prediction_is_graded_as_recorded_before_the_run(capsys):
+    from lmcore.course.training.lr_prediction import check_lr_prediction, lock_prediction
+
+    sweeps = {0: _sweep((4.0, 2.9, 2.8, 2.9, 3.2, 9.0), (4.0, 2.9, 2.4, 2.6, 3.1, 9.0))}
+
+    def never_recorded():
+        return {}
+
+    assert not check_lr_prediction(never_recorded, sweeps)
+    assert "nothing recorded" in capsys.readouterr().out
+
+    def stub():
+        raise NotImplementedError
+
+    lock_prediction(stub)
+    assert not check_lr_prediction(stub, sweeps)
+    assert "not attempted yet" in capsys.readouterr().out
+
+    def reads_the_run():  # in a fresh kernel the run's results do not exist yet when it is recorded
+        return sweeps_of_a_later_cell  # noqa: F821
+
+    lock_prediction(reads_the_run)
+    assert not check_lr_prediction(reads_the_run, sweeps)
+    assert "NameError" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="fn"):
+        lock_prediction({"crawls": []})
+
+
+@pytest.mark.slow
+def test_the_notebooks_prediction_passes_on_the_real_sweep(corpus, capsys):
+    from lmcore.course.training.lr_prediction import RATES, check_lr_prediction, lock_prediction
+
+    def my_lr_prediction():
+        return {"crawls": [1e-4], "diverges": [1.0], "best": 3e-3}
+
+    sweeps = {seed: lr_sweep(corpus, list(RATES), seed=seed) for seed in (0, 1)}
+    lock_prediction(my_lr_prediction)
+    assert check_lr_prediction(my_lr_prediction, sweeps), capsys.readouterr().out

@@ -17,6 +17,8 @@
   :mod:`lmcore.course.training.exposure`.
 - ``lr_sweep``: one small model trained at several constant learning rates (too small crawls,
   too large diverges), and its plot.
+- ``lr_prediction``: the learner's prediction of that sweep, recorded before it runs and judged
+  by it.
 - ``watch``: the run watched: a progress bar, the loss curve redrawn at every record, and what
   an interrupt leaves (the partial run, then the reference run for the rest of the notebook).
 
@@ -34,5 +36,6 @@ __all__ = [
     "exposure",
     "exposure_views",
     "lr_sweep",
+    "lr_prediction",
     "watch",
 ]

@@ -75,7 +75,7 @@ def plot_lr_sweep(sweep: dict, *, smooth: int = 10, title: str = "One model, sev
             label=f"lr {lr:g}",
         )
     ax.axhline(sweep["ln_v"], color=COLORS["anchor"], linestyle=":", label="ln V")
-    ax.set_ylim(top=sweep["ln_v"] + 1)
+    ax.set_ylim(bottom=0, top=sweep["ln_v"] + 1)  # a loss is never negative
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (nats)")
     ax.set_title(title)
