@@ -2,6 +2,8 @@
 
 - ``lesson``: tiny worlds of facts, the runs trained on them, the probes that score one answer,
   and the set-loss exercise checker.
+- ``recall``: when a fact is learned: the mean loss over all targets against the answer loss of
+  the facts, watched over a run (the mean falls first, the facts come later).
 - ``compute``: compute and generation: what one training step costs (C = 6 N D, counted by
   PyTorch's FLOP counter), how many targets a causal and a masked LM get ....
 - ``data``: data policy: how much context the targets of a block get, how many targets a padded
@@ -21,4 +23,14 @@ The notebook imports these modules (``from lmcore.course.rewards import views``)
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "compute", "data", "duplicates", "exercises", "inference", "scheduled", "views"]
+__all__ = [
+    "lesson",
+    "recall",
+    "compute",
+    "data",
+    "duplicates",
+    "exercises",
+    "inference",
+    "scheduled",
+    "views",
+]

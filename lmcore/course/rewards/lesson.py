@@ -129,13 +129,14 @@ def tiny_config(**overrides):
     return preset("tiny", **{**base, **overrides})
 
 
-def train_tiny(corpus, **overrides):
-    """:func:`lmcore.train.train` with :func:`tiny_config`; returns its ``TrainResult``."""
+def train_tiny(corpus, *, callback=None, **overrides):
+    """:func:`lmcore.train.train` with :func:`tiny_config` (and ``callback(step, model)`` after
+    each step, e.g. a :class:`~lmcore.course.rewards.recall.RecallTracker`); returns its ``TrainResult``."""
     from ...train import train
 
     cfg = tiny_config(**overrides)
     cfg.eval_interval = min(cfg.eval_interval, cfg.max_steps)
-    return train(cfg, corpus)
+    return train(cfg, corpus, callback=callback)
 
 
 def expected_epochs(corpus: DocumentCorpus, cfg) -> float:

@@ -114,8 +114,8 @@ def plot_duplicates(runs: dict, *, title: str | None = None):
 
 
 def plot_duplicate_fraction(base: dict, other: dict, fraction: float):
-    """Left: held-out loss against the step, all-distinct run vs the run with ``fraction`` of
-    its characters duplicated. Right: both runs' loss on distinct training text, on the repeated
+    """Left: held-out loss against the step (the run's own evaluation, a few batches: noisier than
+    the bars), all-distinct run vs the run with ``fraction`` of its characters duplicated. Right: both runs' loss on distinct training text, on the repeated
     slice and on held-out text (dicts from :func:`lmcore.course.rewards.duplicates.duplicate_run`)."""
     fig, (ax, bx) = new_figure(ncols=2, width=9.6, height=3.6)
     for r, name, color in (
@@ -124,7 +124,11 @@ def plot_duplicate_fraction(base: dict, other: dict, fraction: float):
     ):
         h = r["run"].history
         ax.plot([x["step"] for x in h], [x["val_loss"] for x in h], "o-", ms=3, color=color, label=name)
-    ax.set(xlabel="optimiser step", ylabel="held-out loss (nats/char)", title="Same tokens, same steps")
+    ax.set(
+        xlabel="optimiser step",
+        ylabel="held-out loss (nats/char)",
+        title="During the run: a few evaluation batches",
+    )
     ax.legend(fontsize=8)
     keys = ("distinct", "repeated", "held_out")
     for j, (r, name, color) in enumerate(
@@ -134,7 +138,7 @@ def plot_duplicate_fraction(base: dict, other: dict, fraction: float):
         bars = bx.bar(xs, [r[k] for k in keys], width=0.36, color=color, label=name)
         bx.bar_label(bars, labels=[f"{r[k]:.2f}" for k in keys], padding=2, fontsize=7)
     bx.set_xticks(range(len(keys)), ["distinct train text", "the repeated slice", "held-out text"])
-    bx.set(ylabel="loss (nats/char)", title="Memorised slice, general text")
+    bx.set(ylabel="loss (nats/char)", title="After it: each text scored whole")
     bx.legend(fontsize=8)
     return fig
 
