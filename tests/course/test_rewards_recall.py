@@ -41,6 +41,9 @@ def test_learning_order_reads_the_records():
     out = learning_order(records)
     assert out["early_step"] == 20 and out["answer_then"] == 2.1 and out["recall_step"] == 30
     assert math.isclose(out["drop_left"], 0.3 / 3.9)
+    assert out["plateau"] is None  # no record lies strictly between steps 20 and 30
+    late = records[:3] + [{"step": 25, "mean": 0.7, "common": 2.0}] + records[3:]
+    assert learning_order(late)["plateau"] == 0.7
     assert learning_order(records, recalled=0.05)["recall_step"] is None
     with pytest.raises(ValueError, match="records"):
         learning_order([])

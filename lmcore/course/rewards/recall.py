@@ -11,6 +11,7 @@ facts were finally recalled. :func:`plot_recall` draws the records.
 from __future__ import annotations
 
 import math
+import statistics
 
 import torch
 
@@ -63,7 +64,8 @@ def learning_order(
     (the first record by which the mean loss had made ``share`` of its whole drop), ``"answer_then"``
     (``group``'s answer loss there), ``"recall_step"`` (the first record where that answer loss is
     below ``recalled`` nats, None if never), ``"drop_left"`` (the share of the mean loss's drop still
-    to come at that step)}``."""
+    to come at that step), "plateau"`` (the median mean loss of the records between the two
+    steps, None if there are none)}``."""
     if not records:
         raise ValueError("records: empty; train with the tracker first.")
     require_real("share", share, min=0.0, max=1.0)
@@ -73,11 +75,13 @@ def learning_order(
     early = next(r for r in records if first - r["mean"] >= share * drop)
     recall = next((r for r in records if r[group] < recalled), None)
     left = None if recall is None or drop <= 0 else (recall["mean"] - last) / drop
+    between = [r["mean"] for r in records if early["step"] < r["step"] < (recall or records[-1])["step"]]
     return {
         "early_step": early["step"],
         "answer_then": early[group],
         "recall_step": None if recall is None else recall["step"],
         "drop_left": left,
+        "plateau": statistics.median(between) if between else None,
     }
 
 
