@@ -61,3 +61,25 @@ def test_the_tracker_checks_its_arguments(world):
         RecallTracker(world, 32, groups=("famous",))
     with pytest.raises((TypeError, ValueError), match="every"):
         RecallTracker(world, 32, every=0)
+
+
+def test_packed_loss_is_each_document_scored_on_its_own(world):
+    """Against a naive loop: every document run alone from position 0, summed NLL over all."""
+    from lmcore import causal_lm_loss, pack_documents
+    from lmcore.course.rewards.recall import packed_loss
+    from lmcore.course.toys import toy_gpt
+
+    tok = world.tokenizer
+    docs = [list(d) for d in world.corpus.train[:6]]
+    packed = pack_documents(docs, 16, eos_id=tok.eos_id, pad_id=tok.pad_id, policy="whole")
+    model = toy_gpt(tok.vocab_size, block_size=16, seed=3).train()
+    total, count = 0.0, 0
+    for doc in docs:
+        ids = torch.tensor(doc + [tok.eos_id])[None]
+        model.eval()
+        with torch.no_grad():
+            total += float(causal_lm_loss(model(ids), ids, reduction="sum"))
+        count += ids.shape[1] - 1
+    model.train()
+    assert math.isclose(packed_loss(model, packed), total / count, rel_tol=1e-5)
+    assert model.training  # its mode is given back

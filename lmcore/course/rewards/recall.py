@@ -20,7 +20,7 @@ from ...loss import causal_lm_loss
 from ..style import COLORS, new_figure
 from .lesson import answer_nll
 
-__all__ = ["RecallTracker", "learning_order", "plot_recall"]
+__all__ = ["RecallTracker", "packed_loss", "learning_order", "plot_recall"]
 
 
 class RecallTracker:
@@ -43,9 +43,7 @@ class RecallTracker:
         if step == 1 or step % self.every == 0:
             was = model.training
             model.eval()
-            p = self.packed
-            logits = model(p.input_ids, document_ids=p.document_ids, position_ids=p.position_ids)
-            record = {"step": int(step), "mean": float(causal_lm_loss(logits, p.labels))}
+            record = {"step": int(step), "mean": packed_loss(model, self.packed)}
             w = self.world
             for g in self.groups:
                 people = w.groups[g]
@@ -55,6 +53,18 @@ class RecallTracker:
             self.records.append(record)
             model.train(was)
         return False
+
+
+@torch.no_grad()
+def packed_loss(model, packed) -> float:
+    """The mean loss of ``model`` over every target of ``packed`` (a
+    :class:`~lmcore.shift.PackedBatch`), each document reading only itself from position 0, as
+    it trained; in eval mode, the model's own mode restored."""
+    was = model.training
+    model.eval()
+    logits = model(packed.input_ids, document_ids=packed.document_ids, position_ids=packed.position_ids)
+    model.train(was)
+    return float(causal_lm_loss(logits, packed.labels))
 
 
 def learning_order(

@@ -142,21 +142,18 @@ _QUESTIONS = {  # (what was said wrongly, what was said) -> the question the fai
 }
 
 
-def _mismatch(pred: dict, outcome: dict, sweeps: dict) -> str:
+def _mismatch(pred: dict, outcome: dict, sweeps: dict) -> tuple[str, str]:
     """The first place the prediction and the runs disagree, as a line and a question ("" if none)."""
     for r in RATES:
         for what in ("crawls", "diverges"):
             said = r in pred[what]
             if said in outcome[what][r]:
                 continue
-            verb = "would" if said else "would not"
-            ran = {"crawls": "crawled" if not said else "did not crawl"}.get(
-                what, "diverged" if not said else "did not diverge"
-            )
-            question = _QUESTIONS[(what, said)].format(r=r)
+            verb = what[:-1]  # crawl, diverge
+            said_text, ran_text = ("would", "did not") if said else ("would not", "did")
             return (
-                f"you said lr {r:g} {verb} {what[:-1]}; the run {ran} ({_seeds_say(sweeps, what, r)}).",
-                question,
+                f"you said lr {r:g} {said_text} {verb}; the run {ran_text} {verb} ({_seeds_say(sweeps, what, r)}).",
+                _QUESTIONS[(what, said)].format(r=r),
             )
     if pred["best"] not in outcome["best"]:
         best = sorted(outcome["best"])
