@@ -822,6 +822,14 @@ ANSWERS["my_per_position_nll"] = Answers(
             "write the shift yourself",
         ),
     },
+    first_hints={
+        "unflattened_layout": "reads the L - 1 positions as the classes",
+        "no_shift": "does the last position of a row have a next token",
+        "shift_the_wrong_way": "on the token before it",
+        "not_reshaped_back": "keeps each row's targets in a row of their own",
+        "mean": "your result is one number",
+        "ignored_not_zeroed": "what should an ignored target contribute",
+    },
 )
 
 
@@ -911,6 +919,15 @@ ANSWERS["my_causal_lm_loss"] = Answers(
             lambda z, y: F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]), y[:, 1:].reshape(-1)),
             "switched off",
         ),
+    },
+    first_hints={
+        "unshifted": "on its own input token",
+        "no_mask": "scores the targets marked -100 too",
+        "mean_over_all_positions": "the ignored ones included",
+        "sum": "the sum over the targets",
+        "row_means_averaged": "each row's own mean",
+        "log_of_softmax": "an inf or a nan",
+        "softmax_over_positions": "over the positions, not over the vocabulary",
     },
 )
 
@@ -1026,5 +1043,11 @@ ANSWERS["my_loss_and_grad_norm"] = Answers(
             },
             "torch's norm helper",
         ),
+    },
+    first_hints={
+        "stale_gradients": "a .grad that already holds something",
+        "ignores_reduction": "what does reduction='sum' ask",
+        "sum_of_norms": "one vector made of every gradient entry",
+        "norm_of_the_weights": "the length of the model's weights",
     },
 )

@@ -4,6 +4,8 @@
   copies; no causal mask: peeks), the widget's table and the ....
 - ``exercises``: exercise checkers: per-position losses through ``F.cross_entropy``'s ``(N, C,
   ...)`` layout, and a causal-LM loss built by hand (log_softmax, ....
+- ``diagnoses``: what a wrong answer to the two loss exercises did (positions read as classes, a
+  shift the wrong way, a mean over the wrong count), as a question in place of the nudge.
 - ``views``: the picture: the label shift, each input pointing at the token it is scored
   against.
 - ``attention``: what one attention head computes, and the causal mask drawn as an L x L grid
@@ -16,4 +18,4 @@ The notebook imports these modules (``from lmcore.course.sequence import views``
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "views", "attention", "directions"]
+__all__ = ["lesson", "exercises", "diagnoses", "views", "attention", "directions"]

@@ -21,6 +21,7 @@ from ...shift import IGNORE_INDEX
 from ..checks import Case, check
 from ..checks.guard import available
 from ..toys import toy_gpt
+from .diagnoses import explain_causal_lm_loss, explain_loss_and_grad_norm, explain_per_position_nll
 
 __all__ = [
     "builtin_losses_off",
@@ -108,6 +109,7 @@ def check_per_position_nll(fn, quiet: bool = False):
         forbid=_NO_LMCORE,
         quiet=quiet,
         atol=1e-5,
+        explain=explain_per_position_nll,
         hint=(
             "What shape must the result have, and which logits predict which label? Check which "
             "shapes F.cross_entropy expects for its input and its target.",
@@ -149,6 +151,7 @@ def check_causal_lm_loss(fn, quiet: bool = False):
             "log_softmax, gather, the mask and a division by the count"
             for name in _BUILTIN_LOSS_NAMES
         },
+        explain=explain_causal_lm_loss,
         hint=(
             "Which position's logits predict which label? How many targets count in the mean when "
             "some labels are -100? Does your value stay finite for large logits?",
@@ -228,6 +231,7 @@ def check_loss_and_grad_norm(fn, quiet: bool = False):
         rtol=1e-6,
         no_mutation=False,  # a backward writes .grad: that is the point
         forbid=forbid,
+        explain=explain_loss_and_grad_norm,
         hint=(
             "which of the three differs: the loss under the reduction asked for, the gradients "
             "(what did .grad hold before your backward?), or the norm (one over all parameters "

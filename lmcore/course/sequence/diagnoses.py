@@ -1,0 +1,159 @@
+"""What a wrong answer to notebook 03's two loss exercises did, as a question.
+
+One nudge cannot fit every mistake: a per-position loss read with the positions as classes, a
+shift the wrong way, a mean over every target or a log of an underflowed probability each break a
+different property. These rebuild each plausible mistake in float64 on the case that failed and
+ask about the one the learner's result matches, without giving the rule. Each returns ``""``
+when it cannot tell; the checker then shows its nudge.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ...shift import IGNORE_INDEX
+
+__all__ = ["explain_per_position_nll", "explain_causal_lm_loss", "explain_loss_and_grad_norm"]
+
+
+def _matches(got, candidate) -> bool:
+    """``got`` equals ``candidate`` to float32 accuracy (same shape, finite where it is)."""
+    got = torch.as_tensor(got).detach().double()
+    return got.shape == candidate.shape and bool(torch.allclose(got, candidate, rtol=1e-4, atol=1e-4))
+
+
+def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Each target's -log softmax over the last axis, 0 where the target is -100 (float64)."""
+    picked = torch.log_softmax(logits.double(), -1).gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    return torch.where(targets == IGNORE_INDEX, 0.0, -picked)
+
+
+def _pairings(logits, labels) -> dict[str, torch.Tensor]:
+    """The per-target NLL under the two wrong pairings of positions and tokens, as (N, L-1)."""
+    return {
+        "its own input token": _nll(logits[:, :-1], labels[:, :-1]),
+        "the token before it": _nll(logits[:, 1:], labels[:, :-1]),
+    }
+
+
+def _pairing_question(name: str) -> str:
+    return (
+        f"your values match scoring each position on {name}: the logits at position t are the "
+        "model's guess for which token?"
+    )
+
+
+def explain_per_position_nll(fn, case, expected, got) -> str:
+    """per_position_nll: a wrong shape, the positions read as classes, a wrong pairing, or an
+    ignored target that is not 0."""
+    logits, labels = case.args
+    N, L, V = logits.shape
+    got = torch.as_tensor(got).detach()
+    if got.shape != expected.shape:
+        if got.ndim == 0:
+            return "your result is one number: the exercise asks for one loss per target. Which reduction keeps them apart?"
+        if got.shape == (N, L):
+            return f"your result is (N, L) = {(N, L)}: does the last position of a row have a next token to be scored on?"
+        if got.numel() == expected.numel():
+            return (
+                f"your result has one value per target but the shape {tuple(got.shape)}: which shape "
+                "keeps each row's targets in a row of their own?"
+            )
+        return ""
+    if L - 1 == V:
+        as_classes = F.cross_entropy(logits[:, :-1].double(), labels[:, 1:], reduction="none")
+        if _matches(got, as_classes):
+            return (
+                "your values are what F.cross_entropy gives when it reads the L - 1 positions as the "
+                "classes (here L - 1 = V, so nothing raised): on which dimension does it look for "
+                "the classes, and on which are yours?"
+            )
+    for name, wrong in _pairings(logits, labels).items():
+        if _matches(got, wrong):
+            return _pairing_question(name)
+    ignored = labels[:, 1:] == IGNORE_INDEX
+    if bool((got.double()[ignored] != 0).any()):
+        n, t = (int(v) for v in ignored.nonzero()[0])
+        return f"row {n}, target {t} is ignored (-100) and your value there is not 0: what should an ignored target contribute?"
+    return ""
+
+
+def explain_causal_lm_loss(fn, case, expected, got) -> str:
+    """causal_lm_loss: an inf or nan, a wrong pairing, a softmax over the wrong axis, the ignored
+    targets scored, or a sum / mean over the wrong count."""
+    logits, labels = case.args
+    got = torch.as_tensor(got).detach().double()
+    if got.numel() == 1 and not bool(torch.isfinite(got).all()):
+        return (
+            f"your loss is {float(got)} here, where a target's probability can be e^-300, which is 0 "
+            "in float32, and a row may have no valid target: which step of yours can make an inf "
+            "or a nan out of that?"
+        )
+    if got.shape != expected.shape:
+        return ""
+    target = labels[:, 1:]
+    valid = target != IGNORE_INDEX
+    nll = _nll(logits[:, :-1], target)
+    total, count = nll.sum(), valid.sum()
+    if count == 0:
+        return ""
+    unshifted = _nll(logits, labels)  # every position, the last included, on its own token
+    if _matches(got, unshifted.sum() / (labels != IGNORE_INDEX).sum().clamp(min=1)):
+        return _pairing_question("its own input token")
+    scored_wrong = (labels[:, :-1] != IGNORE_INDEX).sum().clamp(min=1)  # both pairings score labels[:, :-1]
+    for name, per_target in _pairings(logits, labels).items():
+        if _matches(got, per_target.sum() / scored_wrong):
+            return _pairing_question(name)
+    over_positions = -torch.log_softmax(logits[:, :-1].double(), 1).gather(
+        -1, target.clamp(min=0)[..., None]
+    )[..., 0]
+    if _matches(got, (over_positions * valid).sum() / count):
+        return "your probabilities add up to 1 over the positions, not over the vocabulary: which axis does a next-token distribution run along?"
+    unmasked = _nll(logits[:, :-1], target.clamp(min=0))
+    if _matches(got, unmasked.mean()) or _matches(got, unmasked.sum() / count):
+        return "your loss scores the targets marked -100 too: which targets does the mean leave out?"
+    if _matches(got, total / target.numel()):
+        return "you divided by every target, the ignored ones included: how many targets does the mean count?"
+    if _matches(got, total):
+        return "your value is the sum over the targets: what does a mean divide it by?"
+    rows = valid.sum(1)
+    row_means = (nll.sum(1)[rows > 0] / rows[rows > 0]).mean()
+    if _matches(got, row_means):
+        return (
+            "you averaged each row's own mean: in a mean over targets, does a row with 2 valid "
+            "targets weigh as much as a row with 5?"
+        )
+    return ""
+
+
+def explain_loss_and_grad_norm(fn, case, expected, got) -> str:
+    """loss_and_grad_norm: which of the loss or the norm differs, and whether the case is one of
+    the models that come from an earlier backward."""
+    if not isinstance(got, dict) or set(got) != {"loss", "grad_norm"}:
+        return ""
+    model, _, reduction, stale = case.args
+
+    def off(key):
+        return abs(float(got[key]) - expected[key]) > 1e-6 * max(1.0, abs(expected[key]))
+
+    if off("loss"):
+        return (
+            f"your loss differs, before any gradient: what does reduction={reduction!r} ask the loss to do?"
+        )
+    weights = sum(float(p.detach().double().pow(2).sum()) for p in model.parameters()) ** 0.5
+    if abs(float(got["grad_norm"]) - weights) <= 1e-6 * weights:
+        return (
+            "your norm is the length of the model's weights: which tensor of a parameter holds its gradient?"
+        )
+    if off("grad_norm") and stale:
+        return (
+            "your loss is right and your norm is not, on a model that comes from an earlier "
+            "backward: what does a backward do to a .grad that already holds something?"
+        )
+    if off("grad_norm"):
+        return (
+            "your loss is right and your norm is not: is yours the length of one vector made of "
+            "every gradient entry of every parameter?"
+        )
+    return ""
