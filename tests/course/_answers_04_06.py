@@ -681,6 +681,37 @@ def _whole_variant(*, fit=1, exact_fit_pads=False, eos_doc=None, first_id=0, pad
     return fn
 
 
+def _whole_from_the_end(documents, block_size):  # fills rows from the last document backwards
+    rows, row, ids = [], [], []
+    for k in range(len(documents) - 1, -1, -1):
+        piece = [*documents[k], EOS]
+        if len(row) + len(piece) > block_size:
+            rows.append((row, ids))
+            row, ids = [], []
+        row, ids = piece + row, [k] * len(piece) + ids
+    rows.append((row, ids))
+    pad = [(r + [PAD] * (block_size - len(r)), d + [-1] * (block_size - len(d))) for r, d in rows[::-1]]
+    return torch.tensor([r for r, _ in pad]), torch.tensor([d for _, d in pad])
+
+
+def _whole_left_padded(documents, block_size):  # the padding moved to the start of each row
+    ids, doc = _whole_rows(documents, block_size)
+    order = (ids != PAD).long().argsort(dim=1, stable=True)
+    return ids.gather(1, order), doc.gather(1, order)
+
+
+def _whole_no_eos(documents, block_size):  # the documents packed whole, no EOS after them
+    ids, doc_ids = [], []
+    for k, tokens in enumerate(documents):
+        room = -len(ids) % block_size
+        if room and len(tokens) > room:
+            ids, doc_ids = ids + [PAD] * room, doc_ids + [-1] * room
+        ids, doc_ids = ids + list(tokens), doc_ids + [k] * len(tokens)
+    tail = -len(ids) % block_size
+    ids, doc_ids = ids + [PAD] * tail, doc_ids + [-1] * tail
+    return torch.tensor(ids).view(-1, block_size), torch.tensor(doc_ids).view(-1, block_size)
+
+
 def _whole_one_per_row(documents, block_size):
     ids = [list(t) + [EOS] + [PAD] * (block_size - len(t) - 1) for t in documents]
     doc = [[k] * (len(t) + 1) + [-1] * (block_size - len(t) - 1) for k, t in enumerate(documents)]
@@ -703,6 +734,8 @@ ANSWERS["my_pack_whole"] = Answers(
         "numpy_cursor": _whole_numpy_cursor,
         "no_grad_modulo": _whole_no_grad,
         "wrapped": _whole_wrapped,
+        # not pack_documents' layout (the first row keeps the slack): the goal allows it
+        "fill_from_the_end": _whole_from_the_end,
     },
     wrong={
         "stream": _whole_variant(stream=True),
@@ -713,6 +746,20 @@ ANSWERS["my_pack_whole"] = Answers(
         "padding_document_id_0": _whole_variant(pad_doc=0),
         "one_document_per_row": _whole_one_per_row,
         "last_row_dropped": _whole_last_row_dropped,
+        "left_padded": _whole_left_padded,
+        "no_eos": _whole_no_eos,
+    },
+    first_hints={
+        "stream": "no document is cut",
+        "fit_without_eos": "no document is cut",
+        "exact_fit_padded": "leaves places empty",
+        "one_document_per_row": "leaves places empty",
+        "eos_document_id_minus_one": "which document does an EOS belong to",
+        "document_ids_from_1": "which id does the exercise give each document",
+        "padding_document_id_0": "which document id marks padding",
+        "last_row_dropped": "is every document in your rows",
+        "left_padded": "padding only at the end of a row",
+        "no_eos": "what must follow every document",
     },
     refused={
         "pack_documents": (
@@ -891,7 +938,7 @@ ANSWERS["my_document_causal_mask"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 06: position ids that restart
+# ---------------------------------------------------------------- 06: position ids for packed documents
 
 
 def _pos_loop(document_ids):
@@ -966,6 +1013,13 @@ ANSWERS["my_position_ids"] = Answers(
         "start_marked_late": _pos_start_marked_late,
         "padding_at_zero": _pos_padding_zero,
         "attention_mask_cumsum": _pos_mask_cumsum,
+    },
+    first_hints={
+        "no_restart": "if document 1 started a row of its own",
+        "from_one": "which position does the first token of a row get",
+        "start_marked_late": "in a row of its own, which position would document",
+        "padding_at_zero": "is padding",
+        "attention_mask_cumsum": "if document 1 started a row of its own",
     },
     refused={
         "reference": (lambda d: _restart_positions(d), "write it yourself"),

@@ -437,3 +437,37 @@ def test_a_diagnosis_keyed_to_the_mistake_stands_in_for_the_nudge(capsys):
     )
     out = capsys.readouterr().out
     assert out.strip().endswith("Hint: Which factor is missing?") and "is it even?" not in out
+
+
+def test_a_judge_grades_against_a_goal_so_every_right_answer_passes(capsys):
+    """judge= replaces the one reference: any result that meets the goal passes (here: a list
+    holding exactly the even numbers of the input, in any order); a failure shows what the judge
+    found and its question, and a mutation or a stub is still caught."""
+
+    def evens(xs, got):
+        if sorted(got) != sorted(x for x in xs if x % 2 == 0):
+            return f"your list is {sorted(got)}", "which of the inputs are even?"
+        return "", ""
+
+    cases = [Case(([1, 2, 3, 4],)), Case(([6, 5, 8],))]
+    assert check("evens", lambda xs: [x for x in xs if x % 2 == 0], None, cases, judge=evens)
+    assert check(
+        "evens", lambda xs: sorted((x for x in xs if x % 2 == 0), reverse=True), None, cases, judge=evens
+    )
+    assert "meets the goal on all 2 cases" in capsys.readouterr().out
+    assert not check("evens", lambda xs: [x for x in xs if x % 2], None, cases, judge=evens)
+    out = capsys.readouterr().out
+    assert "your list is [1, 3]" in out and "which of the inputs are even?" in out
+
+    def mutates(xs):
+        xs.append(0)
+        return [x for x in xs[:-1] if x % 2 == 0]
+
+    assert not check("evens", mutates, None, cases, judge=evens)
+    assert "modified its input" in capsys.readouterr().out
+
+    def stub(xs):
+        raise NotImplementedError
+
+    check("evens", stub, None, cases, judge=evens)
+    assert "not attempted yet" in capsys.readouterr().out

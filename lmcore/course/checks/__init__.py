@@ -221,6 +221,21 @@ def _say_line(line: str, quiet: bool, passed: bool) -> CheckResult:
     return CheckResult(passed, line)
 
 
+def _expected(reference: Callable, case: Case):
+    """The reference's result on a copy of the case's arguments, its warnings kept out of view."""
+    with captured_warnings():
+        return reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+
+
+def _judged(case: Case, expected, got, *, judge, atol, rtol) -> tuple[str | None, str | None]:
+    """(what is wrong with ``got``, the question for it): ``judge``'s verdict against the goal,
+    else the comparison with the reference's ``expected`` (no question: the nudge or ``explain``)."""
+    if judge is not None:
+        return judge(*case.args, got)
+    tol = atol(*case.args, **case.kwargs) if callable(atol) else atol
+    return compare(expected, got, atol=tol, rtol=rtol), None
+
+
 def check(
     name: str,
     fn: Callable,
@@ -235,6 +250,7 @@ def check(
     forbid: Iterable[str] | dict[str, str] | None = None,
     ratio_hints: dict[float, str] | None = None,
     explain: Callable[..., str] | None = None,
+    judge: Callable[..., tuple[str, str]] | None = None,
 ) -> CheckResult:
     """Grade ``fn`` against ``reference`` on ``cases`` (``Case`` objects or tuples of args).
 
@@ -247,15 +263,16 @@ def check(
     pointer to ``show_solution``, which alone gives the full hint); ``explain(fn, case, expected,
     got)``, the property a wrong result broke as a question about that input (or ``""``), stands
     in for the nudge. ``atol`` may be a function of a case's arguments (e.g. :func:`float32_atol`).
-    """
+    Where several results are right, ``judge(*args, got) -> (what, question)`` grades against the
+    exercise's goal instead (``what``: the failure, ``""`` if none; ``question``: for the nudge), and
+    ``reference`` (pass None) is never called."""
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
     ]
     forbidden = _forbidden(forbid)
     warned = ""
     for case in cases:
-        with captured_warnings():
-            expected = reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+        expected = None if judge else _expected(reference, case)
         args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
         with captured_warnings() as caught, recorded_calls(forbidden) as called:
             try:
@@ -283,21 +300,21 @@ def check(
                 quiet,
                 False,
             )
-        tol = atol(*case.args, **case.kwargs) if callable(atol) else atol
-        why = compare(expected, got, atol=tol, rtol=rtol)
-        if why is None and no_mutation and _mutated(case, args, kwargs):
+        why, question = _judged(case, expected, got, judge=judge, atol=atol, rtol=rtol)
+        if not why and no_mutation and _mutated(case, args, kwargs):
             # the whole diagnosis: the exercise's hint is about another mistake
             return _say_line(
                 f"{FAIL} {name}: on input {case.describe()}: {_mutated(case, args, kwargs)}", quiet, False
             )
         if why:
-            diagnosis = _diagnosis(explain, ratio_hints, fn, case, expected, got)
+            diagnosis = question or _diagnosis(explain, ratio_hints, fn, case, expected, got)
             warn = f" (it warned {said})" if said else ""
             line = f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
             return _say_line(line + _hint_for(name, hint, diagnosis, fn), quiet, False)
         if said and not warned:
             warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
-    return _say_line(f"{PASS} {name}: matches the reference on all {len(cases)} cases.{warned}", quiet, True)
+    met = "meets the goal" if judge else "matches the reference"
+    return _say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
 
 
 def answer_digest(name: str, key, answer) -> str:

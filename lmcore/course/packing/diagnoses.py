@@ -3,8 +3,10 @@
 The checkers' first-failure hint was written for one mistake; these look at the learner's result
 on the case that failed, find the first position where it differs from the reference, and ask
 about that position's kind (a later position seen, another document seen, padding or a user turn
-scored, an answer's EOS dropped), so the first hint points at the learner's own mistake without
-giving the rule. Each returns ``""`` when it cannot tell; the checker then shows its nudge.
+scored, an answer's EOS dropped, a document's first position), so the first hint points at the
+learner's own mistake without giving the rule. Each returns ``""`` when it cannot tell; the
+checker then shows its nudge. The packing exercise has many right answers, so
+:func:`packing_fault` grades it against its goal, not a reference, and says which part failed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ import torch
 from ...shift import IGNORE_INDEX
 from ..toys import EOS, PAD
 
-__all__ = ["ChatRoles", "explain_document_mask", "explain_boundary_targets", "explain_chat_labels"]
+__all__ = [
+    "ChatRoles",
+    "explain_document_mask",
+    "explain_boundary_targets",
+    "explain_chat_labels",
+    "explain_position_ids",
+    "fewest_rows",
+    "packing_fault",
+]
 
 
 def _tensor(x):
@@ -74,6 +84,177 @@ def explain_document_mask(fn, case, expected, got) -> str:
             "document: which of your conditions removed it?"
         )
     return ""
+
+
+def explain_position_ids(fn, case, expected, got) -> str:
+    """position ids for packed documents: the first position whose id differs, and its kind (a
+    document's first token, one inside it, padding), asked against the row it would have alone."""
+    doc, got = case.args[0], _tensor(got)
+    if got.shape != expected.shape or got.is_floating_point() or got.dtype == torch.bool:
+        return ""
+    first = _first(got != expected)
+    if first is None:
+        return ""
+    n, t = first
+    d, k, have = int(doc[n, t]), int(expected[n, t]), int(got[n, t])
+    if bool((got - expected == got[0, 0] - expected[0, 0]).all()) and int(got[0, 0] - expected[0, 0]):
+        return (
+            f"every one of your positions is {int(got[0, 0] - expected[0, 0]):+d} from what each token "
+            "would have in a row of its own: which position does the first token of a row get?"
+        )
+    if d < 0:
+        return (
+            f"row {n}, position {t} is padding and your position id there is {have}: the exercise counts "
+            "padding as one more document; which position would that document's token have on its own?"
+        )
+    if k == 0 and t > 0:
+        return (
+            f"row {n}, position {t} is the first token of document {d} (document {int(doc[n, t - 1])} "
+            f"ends just before it) and your position id there is {have}: if document {d} started a row "
+            "of its own, which position would its first token have?"
+        )
+    return (
+        f"row {n}, position {t} is token {k + 1} of document {d} and your position id there is {have}: "
+        f"in a row of its own, which position would document {d}'s token {k + 1} have?"
+    )
+
+
+def fewest_rows(lengths, block_size: int) -> int:
+    """The fewest rows of ``block_size`` that hold pieces of ``lengths`` (each at most
+    ``block_size``) in their order, none cut across rows: by dynamic programming over where each
+    row ends, so it trusts no particular way of packing."""
+    best = [0] + [len(lengths) + 1] * len(lengths)  # best[i]: rows for the first i pieces
+    for i in range(1, len(lengths) + 1):
+        used = 0
+        for j in range(i - 1, -1, -1):  # the last row holds pieces j .. i-1
+            used += lengths[j]
+            if used > block_size:
+                break
+            best[i] = min(best[i], best[j] + 1)
+    return best[-1]
+
+
+def _word(tok: int, decode) -> str:
+    return decode([tok]) if decode is not None else str(tok)
+
+
+def _form_fault(block_size: int, got) -> tuple[str, str]:
+    """The packing's result is not two (N, block_size) integer tensors of one shape."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return (f"expected two results (input_ids, document_ids), got {type(got).__name__}", "")
+    for name, x in zip(("input_ids", "document_ids"), got):
+        if not isinstance(x, torch.Tensor):
+            return (f"{name} is a {type(x).__name__}, not a tensor", "which type holds rows of ids here?")
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            return (
+                f"{name} has dtype {x.dtype}",
+                "ids index an embedding table: which dtype does that need?",
+            )
+        if x.dim() != 2 or x.shape[1] != block_size:
+            return (
+                f"{name} has shape {tuple(x.shape)}, not (rows, {block_size})",
+                f"rows of block_size = {block_size} tokens: how many columns does that make?",
+            )
+    if got[0].shape != got[1].shape:
+        return (f"input_ids is {tuple(got[0].shape)} but document_ids is {tuple(got[1].shape)}", "")
+    return ("", "")
+
+
+def _padding_fault(ids, doc, *, eos: int, pad: int, decode) -> tuple[str, str]:
+    """Padding and document id -1 do not go together, or padding sits before a token in its row."""
+    first = _first((ids == pad) & (doc != -1))
+    if first:
+        r, c = first
+        return (
+            f"row {r}, column {c} is PAD with document id {int(doc[r, c])}",
+            "which document id marks padding, so that no mask takes it for a document?",
+        )
+    first = _first((ids != pad) & (doc == -1))
+    if first:
+        r, c = first
+        tok = int(ids[r, c])
+        whose = "an EOS" if tok == eos else "this token"
+        return (
+            f"row {r}, column {c} holds {_word(tok, decode)!r} with document id -1",
+            f"id -1 marks padding: which document does {whose} belong to?",
+        )
+    is_pad = ids == pad
+    first = _first(is_pad.long().cummax(dim=1).values.bool() & ~is_pad)  # a token after padding
+    if first:
+        r, c = first
+        return (
+            f"row {r} has padding before column {c}, which holds a token",
+            "the exercise puts padding only at the end of a row: where in the row does yours sit?",
+        )
+    return ("", "")
+
+
+def _order_fault(documents, have, *, eos: int, decode) -> tuple[str, str]:
+    """``have``, the (token, id) pairs read row by row without padding, is not document 0, EOS,
+    document 1, EOS, ... with each document's index as id."""
+    want = [(tok, k) for k, d in enumerate(documents) for tok in [*d, eos]]
+    for p, (w, h) in enumerate(zip(want, have)):
+        if w == h:
+            continue
+        k = w[1]
+        if w[0] == h[0]:
+            return (
+                f"{_word(w[0], decode)!r} of document {k} (counting from 0 in the list) has document id {h[1]}",
+                "which id does the exercise give each document, and does its EOS carry the same one?",
+            )
+        if w[0] == eos:
+            return (
+                f"after the last token of document {k} your rows hold {_word(h[0], decode)!r}",
+                "what must follow every document?",
+            )
+        return (
+            f"read row by row with the padding skipped, token {p} of your rows is {_word(h[0], decode)!r} "
+            f"where document {k} has {_word(w[0], decode)!r}",
+            "do your rows hold the documents in their order, each complete?",
+        )
+    if len(have) != len(want):
+        return (
+            f"your rows hold {len(have)} tokens besides padding; the documents with their EOS are {len(want)}",
+            "is every document in your rows, the last one too, and nothing else?",
+        )
+    return ("", "")
+
+
+def packing_fault(documents, block_size: int, got, *, eos: int = EOS, pad: int = PAD, decode=None):
+    """``(what, question)`` for a result of the whole-documents packing exercise that breaks its
+    goal (``("", "")`` when it meets it): two ``(N, block_size)`` integer tensors ``(input_ids,
+    document_ids)``; read row by row with padding skipped, document 0, EOS, document 1, EOS, ...
+    each token with its document's index as id; padding ``pad`` with id -1, only at the end of a
+    row; no document (with its EOS) split over two rows; and no more rows than
+    :func:`fewest_rows`. ``what`` says what the result does; ``question`` asks about the property."""
+    fault = _form_fault(block_size, got)
+    if fault[0]:
+        return fault
+    ids, doc = (x.long() for x in got)
+    fault = _padding_fault(ids, doc, eos=eos, pad=pad, decode=decode)
+    if fault[0]:
+        return fault
+    real = ids != pad
+    have = list(zip(ids[real].tolist(), doc[real].tolist()))
+    fault = _order_fault(documents, have, eos=eos, decode=decode)
+    if fault[0]:
+        return fault
+    row = torch.arange(ids.shape[0])[:, None].expand_as(ids)[real].tolist()
+    for k in range(len(documents)):
+        rows = sorted({r for r, (_, d) in zip(row, have) if d == k})
+        if len(rows) > 1:
+            return (
+                f"document {k} starts in row {rows[0]} and ends in row {rows[-1]}",
+                "the goal says no document is cut: what must happen to a document that does not fit "
+                "in the places a row has left?",
+            )
+    fewest = fewest_rows([len(d) + 1 for d in documents], block_size)
+    if ids.shape[0] > fewest:
+        return (
+            f"your packing uses {ids.shape[0]} rows; these documents fit uncut and in order in {fewest}",
+            "which of your rows leaves places empty that could have held more of the documents?",
+        )
+    return ("", "")
 
 
 def explain_boundary_targets(fn, case, expected, got) -> str:

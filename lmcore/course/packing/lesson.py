@@ -21,7 +21,7 @@ from ...shift import (
 )
 from ..checks import Case, check
 from ..toys import BOS, EOS, PAD, WordTokenizer
-from .diagnoses import explain_boundary_targets, explain_document_mask
+from .diagnoses import explain_boundary_targets, explain_document_mask, explain_position_ids, packing_fault
 
 __all__ = [
     "TOKENIZER",
@@ -197,14 +197,13 @@ def _whole(documents, block_size):
     return p.input_ids, p.document_ids
 
 
-def check_pack_whole(fn) -> bool:
-    """Grade ``fn(documents, block_size) -> (input_ids, document_ids)``, both (N, block_size),
-    against ``pack_documents(..., policy="whole")`` with the notebook's EOS and PAD."""
+def _pack_whole_cases() -> list[Case]:
     g = torch.Generator().manual_seed(6)
     cases = [
         Case(([encode(d) for d in DOCS], 8), label="DOCS in rows of 8"),
         Case(([encode(d) for d in DOCS], 6), label="DOCS in rows of 6"),
         Case(([[20, 21, 22], [23, 24, 25, 26, 27, 28, 29]], 8), label="a document that fills a row exactly"),
+        Case(([[18 + k, 19 + k, 20 + k] for k in range(4)], 8), label="four documents, two to a row exactly"),
     ]
     for k in range(3):
         L = int(torch.randint(6, 12, (1,), generator=g))
@@ -215,36 +214,50 @@ def check_pack_whole(fn) -> bool:
             for _ in range(int(torch.randint(3, 8, (1,), generator=g)))
         ]
         cases.append(Case((docs, L), label=f"random {k}: {len(docs)} documents, rows of {L}"))
+    return cases
+
+
+def check_pack_whole(fn) -> bool:
+    """Grade ``fn(documents, block_size) -> (input_ids, document_ids)``, both (N, block_size),
+    against the exercise's goal (:func:`lmcore.course.packing.diagnoses.packing_fault`): every
+    document whole in one row followed by EOS, in their order, padding (PAD, id -1) only at the
+    end of a row, in the fewest rows. Every packing that meets it passes, ``pack_documents(...,
+    policy="whole")``'s among them; a call to ``pack_documents`` is refused."""
     return check(
-        "pack with the whole policy",
+        "pack whole documents",
         fn,
-        _whole,
-        cases,
+        None,
+        _pack_whole_cases(),
+        judge=lambda documents, block_size, got: packing_fault(
+            documents, block_size, got, eos=EOS, pad=PAD, decode=decode
+        ),
         forbid={"lmcore.shift.pack_documents": "build the rows yourself"},
         hint=(
-            "When a document does not fit in what is left of a row, what happens to it and to the "
-            "rest of that row? Does every document keep its EOS, and is the last row full length?",
-            "each document plus its EOS goes on the current row if it fits in the places left; "
-            "otherwise pad the rest of the row (document id -1) and start a new one; pad the last row too.",
+            "Which part of the goal does your packing miss: every document whole in one row with its "
+            "EOS, the documents in order, padding only at the end of a row, or the fewest rows?",
+            "fill the rows in order: a document goes on the current row if it and its EOS fit in the "
+            "places left; otherwise pad the rest of the row (PAD, document id -1) and start the next row "
+            "with it; pad the last row too. (Any other packing that meets the goal passes as well.)",
         ),
     )
 
 
 def check_position_ids(fn) -> bool:
-    """Grade ``fn(document_ids (N, L)) -> position_ids (N, L)``: 0 at each row start and
-    wherever the document id changes (padding, id -1, counts as one more document), as
-    ``pack_documents`` makes them."""
+    """Grade ``fn(document_ids (N, L)) -> position_ids (N, L)``: each token's position as if its
+    document started a row of its own, i.e. 0 at each row start and wherever the document id
+    changes (padding, id -1, counts as one more document), as ``pack_documents`` makes them."""
     cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(4))]
     return check(
-        "position ids that restart",
+        "position ids for packed documents",
         fn,
         _restart_positions,
         cases,
         forbid={"lmcore.shift.pack_documents": _WRITE, "lmcore.shift._restart_positions": _WRITE},
+        explain=explain_position_ids,
         hint=(
-            "Where must the positions start again at 0? Compare your output with the row's document "
-            "ids: does each document count from 0?",
+            "Would each document get the positions it would have in a row of its own? Compare your "
+            "output with the row's document ids: where does that fail first?",
             "position = t minus the index where the current document started; mark the starts "
             "(t = 0 and every change of id), and a running maximum (cummax) of their indices gives "
             "that index at every t.",
