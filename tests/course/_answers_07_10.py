@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
-my_lr_prediction, top_p_filter (08); my_entropy, my_kl_gap, my_allow_only, my_floor, my_context_free_floor (09);
+my_lr_prediction, top_p_filter (08); my_lowest_loss, my_gap, my_allow_only, my_floor, my_context_free_floor (09);
 my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
 for what each entry holds."""
 
@@ -216,6 +216,22 @@ def _loss_in_place(lg, ids, m):
     return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1))
 
 
+def _loss_double_shift(lg, ids, m):  # labels shifted, then sliced again: position t -> token t + 2
+    labels = _completion_labels(ids, m)[:, 1:]
+    return F.cross_entropy(lg[:, :-2].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+def _loss_padding_scored(lg, ids, m):  # the prompt masked, the padding left as targets
+    labels = ids.masked_fill(torch.arange(ids.shape[1]) < DX.PROMPT, -100)
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+def _loss_padding_masked_by_position(lg, ids, m):  # -100 where the INPUT is padding, after the shift
+    targets = ids[:, 1:].clone()
+    targets[(m[:, :-1] == 0) | (torch.arange(ids.shape[1] - 1) < DX.PROMPT - 1)] = -100
+    return F.cross_entropy(lg[:, :-1].transpose(1, 2), targets)  # the last real token -> PAD is scored
+
+
 ANSWERS["my_loss_fn"] = Answers(
     check=DX.check_loss_fn,
     right={
@@ -234,6 +250,9 @@ ANSWERS["my_loss_fn"] = Answers(
         "sum_not_mean": _loss_sum,
         "softmax_first": lambda lg, ids, m: _loss_reshape(lg.softmax(-1), ids, m),
         "modifies_input_ids": _loss_in_place,
+        "double_shift": _loss_double_shift,
+        "padding_scored": _loss_padding_scored,
+        "padding_masked_after_the_shift": _loss_padding_masked_by_position,
     },
     refused={
         "lmcore_loss": (
@@ -245,6 +264,18 @@ ANSWERS["my_loss_fn"] = Answers(
             "that is the check's reference",
         ),
         "the_notebooks_loss_correct": (DL.loss_correct, "called lmcore"),
+    },
+    first_hints={  # DX.explain_loss: the first position graded wrongly, as a question
+        "no_prompt_mask": "should the model learn to write the prompt?",
+        "prompt_off_by_one": "the first of the completion",
+        "divided_by_tokens": "how many of those tokens are targets?",
+        "mean_of_row_means": "however long its row?",
+        "no_shift": "the token it already holds",
+        "sum_not_mean": "grows with their number",
+        "softmax_first": "raw scores",
+        "double_shift": "not the token after it",
+        "padding_scored": "last real token",
+        "padding_masked_after_the_shift": "last real token",
     },
 )
 
@@ -587,7 +618,7 @@ ANSWERS["top_p_filter"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 09: entropy and the KL gap
+# ---------------------------------------------------------------- 09: the lowest loss (entropy) and the gap (KL)
 
 
 def _entropy_mask(p):
@@ -615,8 +646,8 @@ def _entropy_wrapped(p):
     return float(-np.dot(p[p > 0], np.log(p[p > 0])))
 
 
-ANSWERS["my_entropy"] = Answers(
-    check=FX.check_entropy,
+ANSWERS["my_lowest_loss"] = Answers(
+    check=FX.check_lowest_loss,
     right={
         "mask": _entropy_mask,
         "float32": _entropy_float32,
@@ -631,11 +662,20 @@ ANSWERS["my_entropy"] = Answers(
         "sign": lambda p: -_entropy_mask(p),
         "unweighted_mean_surprisal": lambda p: float(-np.log(p[p > 0]).mean()),
         "ln_of_support_size": lambda p: math.log(int((p > 0).sum())),
+        "a_perfect_model_pays_zero": lambda p: 0.0,
+        "the_uniform_models_loss": lambda p: math.log(p.size),
+        "the_likeliest_tokens_loss": lambda p: float(-np.log(p.max())),
+        "error_rate_of_the_mode": lambda p: float(1 - p.max()),
     },
     first_hints={
         "bits": "which logarithm",
+        "log10": "which logarithm",
         "zero_entries_give_nan": "what does 0 * ln 0 give",
         "sign": "sign flipped",
+        "ln_of_support_size": "the uniform model",
+        "a_perfect_model_pays_zero": "cannot know which one comes",
+        "the_uniform_models_loss": "the uniform model",
+        "the_likeliest_tokens_loss": "the likeliest token",
     },
     refused={
         "course_entropy": (lambda p: FL.entropy(p), "called lmcore.course.floor.lesson.entropy"),
@@ -677,12 +717,19 @@ def _kl_torch_no_grad(p, q):
     return float((torch.special.xlogy(tp, tp) - torch.special.xlogy(tp, tq)).sum())
 
 
-ANSWERS["my_kl_gap"] = Answers(
-    check=FX.check_kl_gap,
+def _kl_difference_float32(p, q):  # the model's loss minus the lowest, two sums in float32
+    p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
+    k = p32 > 0
+    return float(-(p32 * np.log(q32)).sum() + (p32[k] * np.log(p32[k])).sum())
+
+
+ANSWERS["my_gap"] = Answers(
+    check=FX.check_gap,
     right={
         "mask": _kl_mask,
         "float32": _kl_float32,
         "cross_entropy_minus_entropy": _kl_cross_minus_entropy,
+        "difference_of_two_sums_float32": _kl_difference_float32,
         "loop_fsum": _kl_loop,
         "torch_xlogy_no_grad": _kl_torch_no_grad,
     },
@@ -694,10 +741,14 @@ ANSWERS["my_kl_gap"] = Answers(
         "weighted_by_q": lambda p, q: float(np.nansum(q * np.log(np.where(p > 0, p, 1) / q) * (p > 0))),
         "unweighted_sum_of_log_ratios": lambda p, q: float(np.log(p[p > 0] / q[p > 0]).sum()),
         "zero_entries_give_nan": lambda p, q: float((p * np.log(p / q)).sum()),
+        "loss_minus_the_uniform_models": lambda p, q: float(-(p * np.log(q)).sum()) - math.log(p.size),
     },
     first_hints={
         "bits": "which logarithm",
         "zero_entries_give_nan": "what does 0 * ln 0 give",
+        "reversed_KL_q_p": "weighting by the model",
+        "cross_entropy_not_the_gap": "whole expected loss",
+        "entropy_difference": "paid on tokens drawn from p",
     },
     refused={
         "course_kl_divergence": (lambda p, q: FL.kl_divergence(p, q), "called lmcore.course.floor.lesson"),
@@ -1081,6 +1132,17 @@ ANSWERS["my_set_nll"] = Answers(
         "largest_probability_only": lambda z, a: min(_set_single(z, i) for i in a),
         "max_instead_of_logsumexp": lambda z, a: float(z.double().max() - z.double()[list(a)].max()),
         "sign": lambda z, a: -_set_logsumexp(z, a),
+        "float32_softmax_sum": lambda z, a: float(-torch.log(torch.softmax(z.float(), 0)[list(a)].sum())),
+        "exp_without_max_shift": lambda z, a: float(-torch.log(z[list(a)].exp().sum() / z.exp().sum())),
+    },
+    first_hints={
+        "naive_softmax_sum": "leaves floating point's range",
+        "float32_softmax_sum": "a probability that rounds to 0",
+        "exp_without_max_shift": "an exp that overflows",
+        "first_answer_only": "the loss of id 0 alone",
+        "sum_of_single_losses": "the sum of the separate losses",
+        "mean_of_single_losses": "the mean of the separate losses",
+        "max_instead_of_logsumexp": "only the largest logit",
     },
     refused={
         "course_set_nll": (lambda z, a: RL.set_nll(z, a), "called lmcore.course.rewards.lesson.set_nll"),
@@ -1200,6 +1262,11 @@ ANSWERS["my_document_coverage"] = Answers(
             sum(max(0, n - max(k, 1)) / (n - 1) for n in d if n > 1) / sum(1 for n in d if n > 1)
         ),
         "no_clamp": lambda d, k: sum(n - max(k, 1) for n in d) / sum(n - 1 for n in d),
+    },
+    first_hints={
+        "the_whole_row_as_one_document": "a single document",
+        "document_starts_counted_as_targets": "every position of the row but the first",
+        "mean_of_per_document_shares": "the mean of the documents' own shares",
     },
     refused={
         "course_document_coverage": (

@@ -346,7 +346,7 @@ def notebook_loss_fn(lg, ids, m):  # cell 5's loss_fn, pasted
     return causal_lm_loss(lg, labels_from_attention_mask(ids, m))
 
 
-def no_prompt_mask(lg, ids, m):  # the shortcut: the loss of section 8 without the prompt
+def no_prompt_mask(lg, ids, m):  # the shortcut: the loss of section 7 without the prompt
     labels = _targets(ids, m, prompt=False)
     return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
 
@@ -452,6 +452,40 @@ def test_check_loss_fn_refuses_its_hidden_reference(capsys):
     """Review 06-10: _completion_loss, the check's reference, passed when called by name."""
     assert not ex.check_loss_fn(lambda logits, ids, mask: ex._completion_loss(logits, ids, mask))
     assert "called lmcore.course.debugging.exercises._completion_loss" in capsys.readouterr().out
+
+
+def test_the_reveal_shows_the_reference_and_the_pairs_it_scores(capsys):
+    """After my_loss_fn's check: the reference's code, two rows as it scores them (the prompt's
+    last token scored against the first completion token, EOS scored, nothing after it)."""
+    ex.show_completion_loss()
+    out = capsys.readouterr().out
+    assert "def _completion_loss" in out and "F.cross_entropy" in out
+    rows = [line for line in out.splitlines() if line.startswith("row ")]
+    assert len(rows) == 2
+    for line in rows:
+        pairs = line.split(": ", 1)[1].split("  ")
+        assert all(p.endswith("→·") for p in pairs[: P - 1]) and not pairs[P - 1].endswith("→·")
+        assert pairs[-2].endswith("→EOS") and pairs[-1] == "EOS→·"
+    assert out.rstrip().endswith(": yes")
+
+
+def test_check_loss_fn_first_hint_names_the_position_it_grades_wrongly(capsys):
+    """A wrong completion loss's first hint asks about its own mistake (explain_loss)."""
+    from lmcore.course.checks import _FAILED
+
+    for wrong, says in [
+        (no_prompt_mask, "write the prompt?"),
+        (prompt_off_by_one, "first of the completion"),
+        (token_count, "how many of those tokens are targets?"),
+        (row_means, "however long its row?"),
+        (padding_kept, "last real token"),
+        (softmaxed, "raw scores"),
+    ]:
+        _FAILED.clear()
+        assert not ex.check_loss_fn(wrong)
+        hint = capsys.readouterr().out.split("Hint: ", 1)[1]
+        assert says in hint and "t + 1" not in hint and "-100" not in hint, hint
+    _FAILED.clear()
 
 
 def test_check_loss_fn_nudge_asks_without_the_rule():

@@ -166,6 +166,23 @@ def test_plots_return_figures():
         plt.close(fig)
 
 
+def test_a_small_gap_reads_with_the_digits_the_notebook_prints():
+    """The section-3 run ends about 0.004 above the floor: the notebook prints the gap with four
+    decimals, and the explorer's title said '+0.00' for it. Both figures now show four."""
+    history = [
+        {"step": 0, "train_loss": 3.0, "val_loss": 2.96},
+        {"step": 300, "train_loss": 0.55, "val_loss": 0.5489},
+    ]
+    exact = chat_arithmetic_entropy()  # 0.5450 to four decimals
+    assert f"{0.5489 - exact:+.4f}" == "+0.0039"
+    fig = FV.plot_floor_explorer(9, "+", history=history)
+    assert fig.axes[0].get_title().endswith("gap +0.0039")
+    plt.close(fig)
+    fig = FV.plot_loss_floor(history, exact)
+    assert "gap +0.0039" in [t.get_text() for t in fig.axes[0].texts]
+    plt.close(fig)
+
+
 def test_widget_draws_committed_runs_and_trains_only_what_is_not_committed(monkeypatch):
     calls = []
 

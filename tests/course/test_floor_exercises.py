@@ -36,15 +36,15 @@ def _passes_silently(checker, fn, capfd):
 def test_textbook_np_where_answers_pass_without_a_warning(capfd):
     """np.where evaluates both branches: log(0) warns. The check must pass and write nothing to stderr."""
     assert _passes_silently(
-        FX.check_entropy, lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), capfd
+        FX.check_lowest_loss, lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), capfd
     )
-    assert _passes_silently(FX.check_kl_gap, lambda p, q: float(np.nansum(p * np.log(p / q))), capfd)
-    assert _passes_silently(FX.check_entropy, _entropy_ref, capfd)
-    assert _passes_silently(FX.check_kl_gap, _kl_ref, capfd)
+    assert _passes_silently(FX.check_gap, lambda p, q: float(np.nansum(p * np.log(p / q))), capfd)
+    assert _passes_silently(FX.check_lowest_loss, _entropy_ref, capfd)
+    assert _passes_silently(FX.check_gap, _kl_ref, capfd)
 
 
 def test_warnings_are_silenced_only_during_the_call():
-    FX.check_entropy(lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), quiet=True)
+    FX.check_lowest_loss(lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), quiet=True)
     with pytest.warns(RuntimeWarning):
         np.log(np.array([0.0]))
 
@@ -60,21 +60,21 @@ def test_warnings_are_silenced_only_during_the_call():
         lambda p: float(-np.log(p[p > 0]).mean()),  # mean surprisal, unweighted
     ],
 )
-def test_check_entropy_rejects(wrong, capsys):
-    assert not FX.check_entropy(wrong)
+def test_check_lowest_loss_rejects(wrong, capsys):
+    assert not FX.check_lowest_loss(wrong)
     assert "✗ fail" in capsys.readouterr().out
 
 
 def test_the_checkers_own_references_are_refused(capsys):
-    assert not FX.check_entropy(lambda p: FX._entropy(p))
-    assert not FX.check_kl_gap(lambda p, q: FX._kl(p, q))
+    assert not FX.check_lowest_loss(lambda p: FX._entropy(p))
+    assert not FX.check_gap(lambda p, q: FX._kl(p, q))
     out = capsys.readouterr().out
     assert "called lmcore.course.floor.exercises._entropy" in out
     assert "called lmcore.course.floor.exercises._kl" in out
 
 
 def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
-    assert not FX.check_entropy(lambda p: FL.entropy(p))
+    assert not FX.check_lowest_loss(lambda p: FL.entropy(p))
     out = capsys.readouterr().out
     assert "your function called lmcore.course.floor.lesson.entropy: write it yourself" in out
     assert FL.entropy([0.5, 0.5]) == pytest.approx(math.log(2))  # usable again afterwards
@@ -91,8 +91,61 @@ def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
         lambda p, q: abs(_entropy_ref(q) - _entropy_ref(p)),  # |H(q) - H(p)|
     ],
 )
-def test_check_kl_gap_rejects(wrong):
-    assert not FX.check_kl_gap(wrong, quiet=True)
+def test_check_gap_rejects(wrong):
+    assert not FX.check_gap(wrong, quiet=True)
+
+
+def _gap_difference_float32(p, q):
+    """The model's loss minus the lowest, two sums in float32: a right answer, as is the one sum."""
+    p32, q32 = p.astype(np.float32), q.astype(np.float32)
+    k = p32 > 0
+    return float(-(p32 * np.log(q32)).sum() + (p32[k] * np.log(p32[k])).sum())
+
+
+def test_check_gap_accepts_the_difference_of_two_sums_and_the_one_sum(capsys):
+    def lowest(p):
+        return _entropy_ref(p)
+
+    assert FX.check_gap(lambda p, q: float(-(p * np.log(q)).sum()) - lowest(p))
+    assert FX.check_gap(_gap_difference_float32)
+    assert FX.check_gap(_kl_ref)
+    assert capsys.readouterr().out.count("✓ pass") == 3
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (lambda p: 0.0, "cannot know which one comes"),  # "a perfect model pays 0"
+        (lambda p: math.log(p.size), "the uniform model"),  # the uniform model's loss
+        (lambda p: float(-np.log(p.max())), "the likeliest token"),  # the mode's loss alone
+        (lambda p: float(-(p[p > 0] * np.log10(p[p > 0])).sum()), "which logarithm"),
+    ],
+)
+def test_a_wrong_floor_is_diagnosed(wrong, says, capsys):
+    assert not FX.check_lowest_loss(wrong)
+    assert says in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()), "whole expected loss"),
+        (lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"), "weighting by the model"),
+        (lambda p, q: abs(_entropy_ref(q) - _entropy_ref(p)), "paid on tokens drawn from p"),
+    ],
+)
+def test_a_wrong_gap_is_diagnosed(wrong, says, capsys):
+    assert not FX.check_gap(wrong)
+    assert says in capsys.readouterr().out
+
+
+def test_the_first_two_checks_do_not_name_their_answer(capsys):
+    """The exercises ask for the lowest loss and the gap, and leave the learner to find that they
+    are the entropy and the KL divergence: neither a failure line nor its nudge names them."""
+    assert not FX.check_lowest_loss(lambda p: 0.5)
+    assert not FX.check_gap(lambda p, q: 0.5)
+    out = capsys.readouterr().out.lower()
+    assert "entropy" not in out and "kl" not in out and "sum p ln p" not in out
 
 
 # ---------------------------------------------------------------- the subtraction generator
@@ -206,7 +259,7 @@ def test_stub_reads_not_attempted(capsys):
     def stub(*args):
         raise NotImplementedError
 
-    for checker in (FX.check_entropy, FX.check_kl_gap, FX.check_subtraction_floor):
+    for checker in (FX.check_lowest_loss, FX.check_gap, FX.check_subtraction_floor):
         assert not checker(stub)
     assert capsys.readouterr().out.count("not attempted yet") == 3
 
@@ -301,8 +354,8 @@ def test_float32_answers_pass(capsys):
     """Issue 38: rtol 1e-7 rejected KL(p || q) in float32 ('expected 0.17831617, got 0.17831619'),
     the subtraction floor in float32 (a float32 loop is 1.3e-5 off at high = 99: rtol 1e-4, the
     nearest plausible mistake is 1.2e-3 off) and the context-free floor in float32."""
-    assert FX.check_entropy(_entropy_float32)
-    assert FX.check_kl_gap(_kl_float32)
+    assert FX.check_lowest_loss(_entropy_float32)
+    assert FX.check_gap(_kl_float32)
     assert FX.check_subtraction_floor(_floor_float32)
     assert FX.check_context_free_floor(_context_free_float32)
     assert capsys.readouterr().out.count("✓ pass") == 4
@@ -322,18 +375,18 @@ def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
 
     cat = lambda p: torch.distributions.Categorical(probs=torch.from_numpy(p))  # noqa: E731
     cheats = [
-        (FX.check_entropy, lambda p: float(cat(p).entropy())),
+        (FX.check_lowest_loss, lambda p: float(cat(p).entropy())),
         (
-            FX.check_kl_gap,
+            FX.check_gap,
             lambda p, q: float(F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="sum")),
         ),
-        (FX.check_kl_gap, lambda p, q: float(torch.distributions.kl_divergence(cat(p), cat(q)))),
+        (FX.check_gap, lambda p, q: float(torch.distributions.kl_divergence(cat(p), cat(q)))),
     ]
     for checker, cheat in cheats:
         assert not checker(cheat)
         assert "write the sum yourself" in capsys.readouterr().out
     # an elementwise helper leaves the sum to the learner: allowed
-    assert FX.check_entropy(
+    assert FX.check_lowest_loss(
         lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum())
     )
 

@@ -1,17 +1,21 @@
 """Notebook 07's two exercises and their checkers.
 
-1. ``name_the_bugs``: five unseen pipelines, shown as code (:func:`show_mystery`); their
-   ``run_checks`` reports narrow each one to a class of bug, reading the code decides which
-   member (each mystery's signature is shared by another cause of :data:`BUG_CHOICES`).
-2. ``my_loss_fn``: a completion-only loss written with ``F.cross_entropy`` (the first
+1. ``my_loss_fn`` (section 7): a completion-only loss written with ``F.cross_entropy`` (the first
    :data:`PROMPT` tokens of each row are a prompt, never targets), graded position by position
    from the gradient, with lmcore's loss and the notebook's ``loss_fn`` rejected, then run through
-   ``run_checks(..., unscored=prompt_tokens)``.
+   ``run_checks(..., unscored=prompt_tokens)``; a wrong answer's first hint asks about the first
+   position it grades wrongly (:func:`explain_loss`). It comes before the mysteries, whose code
+   holds a correct padded loss (R) that would otherwise be its template; the worked loss is shown
+   after its check (:func:`show_completion_loss`).
+2. ``name_the_bugs`` (section 8): five unseen pipelines, shown as code (:func:`show_mystery`); their
+   ``run_checks`` reports narrow each one to a class of bug, reading the code decides which
+   member (each mystery's signature is shared by another cause of :data:`BUG_CHOICES`).
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +37,8 @@ __all__ = [
     "mystery_report",
     "check_mystery",
     "check_loss_fn",
+    "explain_loss",
+    "show_completion_loss",
 ]
 
 BUG_CHOICES = {  # causes, finer than the signatures: some pairs share one
@@ -188,9 +194,36 @@ def prompt_tokens(input_ids, attention_mask):
     return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids) < PROMPT
 
 
-def _completion_loss(logits, ids, mask):  # the reference, hidden from the notebook
-    labels = ids.masked_fill((mask == 0) | prompt_tokens(ids, mask), -100)
-    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+def _completion_loss(logits, input_ids, attention_mask):
+    # a label is -100 (not a target) where the token itself is prompt or padding, before the shift
+    is_prompt = torch.arange(input_ids.shape[1], device=input_ids.device) < PROMPT
+    labels = input_ids.masked_fill((attention_mask == 0) | is_prompt, -100)
+    # position t is scored against token t + 1; the mean runs over the targets left (ignore_index=-100)
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+
+
+_NAME = {PAD: "PAD", EOS: "EOS"}
+
+
+def show_completion_loss(seed: int = 3) -> None:
+    """The reveal after ``my_loss_fn``'s check: the check's reference (its code), then two rows of
+    the notebook's documents as it scores them, read from its gradient at zero logits
+    (``token→target``, ``·`` where the position is not scored), and the weight of each target."""
+    from .data import documents, padded_batch
+
+    print(inspect.getsource(_completion_loss).rstrip())
+    ids, mask = padded_batch(documents(2, seed=seed))
+    weight, targets = gradient_reading(_completion_loss, ids, mask, V)
+    show = lambda t: "·" if t < 0 else _NAME.get(t, str(t))  # noqa: E731
+    for n in range(len(ids)):
+        pairs = [f"{show(int(a))}→{show(int(b))}" for a, b in zip(ids[n], targets[n]) if int(a) != PAD]
+        print(f"row {n}: " + "  ".join(pairs))
+    scored = weight[weight > 0]
+    print(
+        f"{len(scored)} targets scored in the two rows, each with weight 1/{len(scored)} = "
+        f"{1 / len(scored):.4f}: {'yes' if torch.allclose(scored, torch.tensor(1 / len(scored))) else 'NO'}"
+    )
 
 
 def _reading(fn):
@@ -203,6 +236,7 @@ def _reading(fn):
         value = value.detach() if isinstance(value, torch.Tensor) else value
         return {"weight of each position's logits": weight.detach(), "loss": value}
 
+    read.loss_fn = fn  # what explain_loss reads the targets of
     return read
 
 
@@ -221,6 +255,113 @@ def _loss_cases():
             )
         )
     return cases
+
+
+_W = "weight of each position's logits"
+
+
+def explain_loss(fn, case, expected, got) -> str:
+    """What a wrong ``my_loss_fn`` broke on the failing case, as a question about one position
+    (``""`` when it cannot tell; the checker's nudge comes then). It reads the answer's weights
+    (``got``) and, from its gradient at zero logits, the token each position is scored against:
+    a position scored that should not be (padding, a row's last real token, its own token, a
+    prompt token as target), then a completion target left out, then the weights (rows weighed
+    differently, or every target scaled alike: a sum, another count, rescaled logits)."""
+    logits, ids, mask = case.args
+    want, have = expected[_W].double(), torch.as_tensor(got[_W]).double()
+    if have.shape != want.shape:
+        return ""
+    if not (have.abs() > 1e-6).any():
+        return (
+            "no position's logits get any gradient from your loss: does its value reach the logits "
+            "through operations autograd follows (no .item(), no .detach(), no torch.no_grad)?"
+        )
+    _, target = gradient_reading(getattr(fn, "loss_fn", fn), ids.clone(), mask.clone(), logits.shape[-1])
+    return (
+        _scored_wrongly(ids, mask, want, have, target)
+        or _left_out(want, have)
+        or _weighed_wrongly(mask, want, have)
+    )
+
+
+def _scored_wrongly(ids, mask, want, have, target) -> str:
+    """The first position the answer scores that it should not, or against the wrong token."""
+    n_real = mask.sum(1)
+    for n, t in (have.abs() > 1e-6).nonzero().tolist():
+        if want[n, t] != 0 and int(target[n, t]) == int(ids[n, t + 1]):
+            continue
+        if mask[n, t] == 0:
+            return (
+                f"row {n}, position {t} is padding, and your loss grades a prediction made there: "
+                "should the model be scored at padding?"
+            )
+        if t == int(n_real[n]) - 1:
+            return (
+                f"row {n}, position {t} holds the row's last real token, and your loss grades the "
+                "prediction made there: which token comes after it, and is it part of the completion?"
+            )
+        if int(target[n, t]) == int(ids[n, t]) and int(ids[n, t]) != int(ids[n, t + 1]):
+            return (
+                f"row {n}, position {t} is graded on predicting token {int(ids[n, t])}, the token it "
+                f"already holds: which token should the prediction made at position {t} be graded against?"
+            )
+        if int(target[n, t]) != int(ids[n, t + 1]):
+            return (
+                f"row {n}, position {t} is graded on predicting token {int(target[n, t])}, not the "
+                f"token after it ({int(ids[n, t + 1])}): which pairing do your labels and logits make?"
+            )
+        if t + 1 < PROMPT:
+            return (
+                f"row {n}: the token after position {t} belongs to the prompt, and your loss grades "
+                "the model on predicting it: should the model learn to write the prompt?"
+            )
+    return ""
+
+
+def _left_out(want, have) -> str:
+    """The first completion target the answer gives no weight."""
+    for n, t in ((want != 0) & (have.abs() <= 1e-6)).nonzero().tolist():
+        if t == PROMPT - 1:
+            return (
+                f"row {n}, position {t} is the prompt's last token; the token after it is the first of "
+                "the completion: does your loss ever grade the model on writing that token?"
+            )
+        return (
+            f"row {n}: the token after position {t} is part of the completion, and your loss gives the "
+            f"prediction made at position {t} no weight: which line leaves it out?"
+        )
+    return ""
+
+
+def _weighed_wrongly(mask, want, have) -> str:
+    """The right positions with the wrong weights: rows weighed differently, or every target
+    scaled alike (by the number of targets, by one over the real tokens, by anything else)."""
+    scored = want != 0
+    first = {n: float(have[n][scored[n]][0]) for n in range(len(want)) if scored[n].any()}
+    for a, b in itertools.combinations(first, 2):
+        if abs(first[a] - first[b]) > 1e-6:
+            return (
+                f"each target of row {a} weighs {first[a]:.4g} and each of row {b} {first[b]:.4g}: "
+                "does every completion token weigh the same, however long its row?"
+            )
+    w = next(iter(first.values()))
+    ratio, count = w / float(want[scored][0]), int(scored.sum())
+    if abs(ratio - count) < 1e-3 * count:
+        return (
+            "every completion token gets the same weight, but your loss grows with their number: "
+            "what value should all-zero logits (a uniform guess) give a per-token loss?"
+        )
+    if ratio < 1 and abs(1 / w - float(mask.sum())) < 1e-3:
+        return (
+            f"each target weighs 1/{int(mask.sum())}, one over the batch's real tokens: how many of "
+            "those tokens are targets?"
+        )
+    if abs(ratio - 1) > 1e-3:
+        return (
+            f"the right positions, each with {ratio:.3g}x the weight it should have: is anything "
+            "done to the logits or to the loss between the model's raw scores and its value?"
+        )
+    return ""
 
 
 _FORBID = {
@@ -243,6 +384,7 @@ def check_loss_fn(fn):
         _loss_cases(),
         atol=1e-5,
         forbid=_FORBID,
+        explain=explain_loss,
         hint=(
             "Which positions should be scored: is the token after each one a real token after the "
             "prompt? And does every scored position weigh the same?",

@@ -1,13 +1,17 @@
-"""Notebook 09's exercises: the entropy of a distribution, the KL gap of a model, and the loss
-floor of a generator the notebook has not shown (subtraction with ``b <= a``), and the floor of
-a model that ignores context.
+"""Notebook 09's exercises: the lowest expected loss any model can reach on data p, how far a
+given model sits above it, a mask that allows only some tokens, the loss floor of a generator
+the notebook has not shown (subtraction with ``b <= a``), and the floor of a model that ignores
+context.
 
 Each checker is :func:`lmcore.course.checks.check`: the learner's function runs with warnings
 captured (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test cell that writes
 to stderr scores 0 under nbgrader), and with ``forbid=`` a call to the course's own
 ``entropy``, ``cross_entropy`` or ``kl_divergence`` (or the exercise's reference), or to a
 library's entropy or KL in one call (``Categorical.entropy``, ``F.kl_div``, ``kl_divergence``,
-SciPy's where installed), fails it. A float32 answer is right: the kit's tolerances.
+SciPy's where installed), fails it. A float32 answer is right: the kit's tolerances. The first
+two checkers' titles and nudges do not name what they grade (the exercises ask the learner to
+find it): ``explain=`` diagnoses the plausible mistakes (a floor of 0, the uniform model's loss,
+the whole loss instead of the gap, the model's weights instead of the data's).
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from .decoding import allow_only
 __all__ = [
     "subtraction_turns",
     "subtraction_floor",
-    "check_entropy",
-    "check_kl_gap",
+    "check_lowest_loss",
+    "check_gap",
     "check_subtraction_floor",
     "context_free_floor",
     "check_context_free_floor",
@@ -69,18 +73,80 @@ def _explain_zeros(fn, case, expected, got) -> str:
     )
 
 
-def _grade(title: str, fn, reference, cases, hint: str, quiet: bool) -> bool:
+def _near(a: float, b: float) -> bool:
+    return bool(np.isfinite(a) and np.isfinite(b) and abs(a - b) <= 1e-6 + 1e-5 * abs(b))
+
+
+def _explain_lowest(fn, case, expected, got) -> str:
+    """What a wrong floor is: 0, the uniform model's loss, the likeliest token's loss, negative."""
+    zeros = _explain_zeros(fn, case, expected, got)
+    if zeros:
+        return zeros
+    p, g = np.asarray(case.args[0], dtype=np.float64), float(got)
+    if _near(g, 0.0):
+        return (
+            "your result is 0 on an input where more than one token occurs: a model pays 0 only "
+            "if it gives the token that comes probability 1. Can it, when it cannot know which one comes?"
+        )
+    if g < 0:
+        return "your result is negative: -ln q(x) >= 0 for every q(x) <= 1. Can an average of such losses be below 0?"
+    for n in {p.size, int((p > 0).sum())}:
+        if _near(g, math.log(n)):
+            return (
+                f"that is ln {n}, the expected loss of the uniform model q = 1/{n} on this input: "
+                "is there a model whose expected loss on this p is lower? Try one that follows p more closely."
+            )
+    if _near(g, -math.log(float(p.max()))):
+        return (
+            "that is -ln of the largest p(x): the loss only when the likeliest token comes. The "
+            "expected loss averages over every token p draws: what does the best model pay on the others?"
+        )
+    return ""
+
+
+def _explain_gap(fn, case, expected, got) -> str:
+    """What a wrong gap is: the whole loss, the model's weights, a difference of two floors."""
+    zeros = _explain_zeros(fn, case, expected, got)
+    if zeros:
+        return zeros
+    p, q = (np.asarray(a, dtype=np.float64) for a in case.args)
+    g, k = float(got), p > 0
+    whole = float(-(p[k] * np.log(q[k])).sum())
+    if _near(g, whole):
+        return (
+            "that is the model's whole expected loss on this input: how much of it would even the "
+            "best model of this data pay?"
+        )
+    if np.all(k) and _near(g, _kl(q, p)):
+        return (
+            "that is what weighting by the model's probabilities q gives: which distribution draws the "
+            "tokens whose losses the expected loss averages?"
+        )
+    if _near(abs(g), abs(_entropy(q) - _entropy(p))):
+        return (
+            "that compares the lowest loss on data drawn from q with the lowest on data drawn from p; "
+            "but the model's loss is paid on tokens drawn from p: what does q pay on them?"
+        )
+    if g < -1e-9:
+        return "your gap is negative on this input: can any model's expected loss be below the lowest one?"
+    return ""
+
+
+def _grade(title: str, fn, reference, cases, hint, quiet: bool, explain, atol: float = _ATOL) -> bool:
     return check(
         title,
         fn,
         reference,
         cases,
-        atol=_ATOL,
+        atol=atol,
         rtol=_RTOL,
         hint=hint,
         quiet=quiet,
         forbid=_FORBID,
-        explain=_explain_zeros,
+        explain=explain,
+        ratio_hints={
+            float(1 / np.log(10)): "that is 1/ln 10 times the expected: which logarithm did you take?"
+        },
     )
 
 
@@ -109,26 +175,40 @@ def _kl(p, q):
     return float((p[nz] * np.log(p[nz] / q[nz])).sum())
 
 
-def check_entropy(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p) -> H(p)`` in nats (1-D NumPy probabilities, zeros allowed)."""
+def check_lowest_loss(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(p)``: the lowest expected loss, in nats, that any model q reaches on data drawn
+    from ``p`` (1-D NumPy probabilities, zeros allowed): min over q of -sum p ln q."""
     hint = (
-        "Test two properties: one entry equal to 1 must give 0, and a uniform distribution over n "
-        "entries ln n. Which logarithm gives that, and what must an entry equal to 0 add?",
-        "H(p) = -sum p ln p with the natural log (nats, not bits); the zero entries add 0 "
-        "(0 ln 0 = 0), so leave them out of the sum.",
+        "The lowest loss is one that some model q actually reaches on this p. Which q makes "
+        "-sum p ln q smallest? Test two inputs by hand: p = [1, 0, 0], and p uniform over n tokens. "
+        "And what should a token with p = 0, one that never comes, add?",
+        "The best model is q = p: H(p, q) - H(p, p) = sum p ln(p / q) >= 0, since ln x <= x - 1. "
+        "So the floor is the entropy H(p) = -sum p ln p, with the natural log (nats, not bits); the "
+        "zero entries add 0 (0 ln 0 = 0), so leave them out of the sum.",
     )
-    return _grade("entropy H(p)", fn, _entropy, _prob_cases(0, False), hint, quiet)
+    return _grade(
+        "lowest expected loss on data p", fn, _entropy, _prob_cases(0, False), hint, quiet, _explain_lowest
+    )
 
 
-def check_kl_gap(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p, q) -> KL(p || q)`` in nats (q > 0 everywhere, p may have zeros)."""
+# the difference of two sums in float32 (the model's loss minus the lowest) is a right answer: it
+# loses up to about 2e-6 nats on these cases (12 tokens, losses near 2.5); every plausible wrong
+# answer is off by 1e-2 or more
+_GAP_ATOL = 1e-5
+
+
+def check_gap(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(p, q)``: how far model ``q``'s expected loss on data ``p`` sits above the
+    lowest any model reaches, in nats (q > 0 everywhere, p may have zeros)."""
     hint = (
-        "KL must be 0 when q equals p and never negative. Whose probabilities weight each term, the "
-        "data's or the model's? And in which unit?",
-        "KL(p || q) = sum p ln(p / q), weighted by the data p (not by q); it is the "
-        "cross-entropy minus H(p), in nats; the entries where p = 0 add 0.",
+        "The gap must be 0 when q equals p and never negative. Whose probabilities weight each "
+        "token's loss, the data's or the model's? And in which unit?",
+        "gap = H(p, q) - H(p) = -sum p ln q + sum p ln p = sum p ln(p / q) = KL(p || q), "
+        "weighted by the data p (not by q), in nats; the entries where p = 0 add 0.",
     )
-    return _grade("KL gap KL(p || q)", fn, _kl, _prob_cases(1, True), hint, quiet)
+    return _grade(
+        "gap above the lowest loss", fn, _kl, _prob_cases(1, True), hint, quiet, _explain_gap, atol=_GAP_ATOL
+    )
 
 
 # ---------------------------------------------------------------- a new generator's floor

@@ -34,7 +34,7 @@ def plot_loss_floor(history, floor: float, *, ln_v: float | None = None, title: 
         ax.axhline(ln_v, color=COLORS["anchor"], lw=1, ls=":", label=f"ln V = {ln_v:.2f}")
     ax.fill_between(steps, floor, val, color=COLORS["val"], alpha=0.12)
     ax.annotate(
-        f"gap {val[-1] - floor:+.3f}",
+        f"gap {val[-1] - floor:+.4f}",
         xy=(steps[-1], val[-1]),
         ha="right",
         va="bottom",
@@ -90,7 +90,7 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
     ax.set(
         xlabel="optimiser step",
         ylabel="nats per target",
-        title=f"0..{high}, ops {' '.join(ops)}, {history[-1]['step']} steps: gap {history[-1]['val_loss'] - floor:+.2f}",
+        title=f"0..{high}, ops {' '.join(ops)}, {history[-1]['step']} steps: gap {history[-1]['val_loss'] - floor:+.4f}",
     )
     ax.legend(fontsize=8)
     for o, style in (("+", "-"), ("+-*", "--")):

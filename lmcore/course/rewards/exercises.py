@@ -1,6 +1,6 @@
 """Notebook 10's exercises: a loss that accepts several right answers (stable at logits near
 1000), the context coverage of a row, the same coverage in a packed row whose documents
-cannot see each other (the answer the notebook does not print), and one decode step of lmcore's
+cannot see each other (the notebook prints one only after its check), and one decode step of lmcore's
 GPT with a key/value cache (the notebook calls the cached path; the learner writes its step).
 
 Each checker runs the learner's function with warnings captured and with calls to the course's
@@ -11,6 +11,7 @@ function called ...: write it yourself".
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -56,6 +57,55 @@ def _set_cases() -> list[Case]:
     return cases
 
 
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _explain_set_nll(fn, case, expected, got) -> str:
+    """What a wrong set loss did on the failing case, as a question: a value that is not finite
+    (a probability formed first, or an exp of a large logit), one acceptable id's loss alone, the
+    sum or the mean of the ids' separate losses, the largest logits alone."""
+    z, ids = case.args[0].double(), list(case.args[1])
+    try:
+        g = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    if not math.isfinite(g):
+        return (
+            f"your result is {g} on logits as large as {float(z.abs().max()):.0f}, though the loss there "
+            f"is an ordinary number ({float(expected):.4g} nats): which step of your computation leaves "
+            "floating point's range (a probability that rounds to 0, an exp that overflows), and can "
+            "you reach the loss without that step?"
+        )
+    if _close(g, float(z.max() - z[ids].max())):
+        return (
+            "your value uses only the largest logit of all and the largest of the acceptable ones: "
+            "what do the other tokens' logits contribute to a softmax probability?"
+        )
+    if len(ids) < 2:
+        return ""
+    lse = float(torch.logsumexp(z, 0))
+    singles = {i: lse - float(z[i]) for i in ids}
+    for i, s in singles.items():
+        if _close(g, s):
+            return (
+                f"your value is the loss of id {i} alone; the event here is 'the next token is one of "
+                f"{ids}'. Is that event's probability the probability of id {i}?"
+            )
+    if _close(g, sum(singles.values())):
+        return (
+            f"your value is the sum of the separate losses of the ids {ids}, the loss of a model asked "
+            "for each of them in turn; the event here is 'the next token is one of them'. What is its "
+            "probability?"
+        )
+    if _close(g, sum(singles.values()) / len(ids)):
+        return (
+            f"your value is the mean of the separate losses of the ids {ids}: is it -ln of the "
+            "probability of any event? What is the probability that the next token is one of them?"
+        )
+    return ""
+
+
 def check_set_nll(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(logits (V,), acceptable ids) -> -ln(total probability of the acceptable ids)``."""
     return check(
@@ -67,6 +117,7 @@ def check_set_nll(fn, *, quiet: bool = False) -> bool:
         rtol=1e-6,
         quiet=quiet,
         forbid=[_SET_NLL],
+        explain=_explain_set_nll,
         hint=(
             "With several acceptable answers, is the loss about one answer's probability or about all"
             " of them together? Try logits near 1000: does your value stay finite?",
@@ -163,6 +214,35 @@ def _document_cases() -> list[Case]:
     return [Case((list(d), k), label=f"doc_lengths={d}, k={k}") for d, k in rows]
 
 
+def _explain_document_coverage(fn, case, expected, got) -> str:
+    """What a wrong packed-row share did, as a question: the row read as one document (contexts
+    that run across document starts), or every position after the first counted as a target."""
+    d, k = case.args
+    try:
+        g = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    L = sum(d)
+    seen = sum(max(0, n - max(k, 1)) for n in d)
+    if _close(g, max(0, L - max(k, 1)) / (L - 1)):
+        return (
+            f"your share is the one of a single document of {L} tokens: with the block-diagonal mask, "
+            "how many tokens does a target just after a document's start see?"
+        )
+    if _close(g, seen / (L - 1)):
+        return (
+            f"your share divides by {L - 1} targets, every position of the row but the first: does the "
+            "packed row's loss keep every one of them?"
+        )
+    sized = [n for n in d if n > 1]
+    if len(set(sized)) > 1 and _close(g, sum(max(0, n - max(k, 1)) / (n - 1) for n in sized) / len(sized)):
+        return (
+            "your share is the mean of the documents' own shares: in the row's loss, does a target of a "
+            f"{min(sized)}-token document weigh more than one of a {max(sized)}-token document?"
+        )
+    return ""
+
+
 def check_document_coverage(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(doc_lengths, k) -> share of a packed row's valid targets with >= k tokens of
     their own document`` (the block-diagonal mask cuts each context at its document start)."""
@@ -175,6 +255,7 @@ def check_document_coverage(fn, *, quiet: bool = False) -> bool:
         rtol=1e-6,  # a share computed in float32 is right; a wrong count is off by 1 / (L - 1) or more
         quiet=quiet,
         forbid=[_COVERAGE, "lmcore.course.rewards.exercises.document_coverage"],
+        explain=_explain_document_coverage,
         hint=(
             "In a packed row, where does a target's context start: at the row's start or at its "
             "document's? Which token of a document is no target?",
