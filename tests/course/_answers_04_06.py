@@ -300,11 +300,25 @@ def _eos_last_kept(input_ids, eos_id):  # keeps the row's LAST EOS, masks the on
     return input_ids.masked_fill(later, IGNORE_INDEX)
 
 
+def _first_label_set(fn, value):
+    """``fn``'s labels with position 0 of each row set to ``value`` (-100, or ``"input"``: the
+    row's first input id). The shift drops that label, so it is never a target: a right answer
+    may leave it either way."""
+
+    def labels(ids, *args, **kwargs):
+        out = fn(ids, *args, **kwargs).clone()
+        out[:, 0] = ids[:, 0] if value == "input" else value
+        return out
+
+    return labels
+
+
 ANSWERS["my_eos_padded_labels"] = Answers(
     check=pad_ex.check_eos_padded_labels,
     no_float32=NO_FLOAT_IDS,
     right={
         "row_loop": _eos_row_loop,
+        "first_label_dropped": _first_label_set(_eos_row_loop, -100),  # never a target: either is right
         "eos_after_an_eos": _eos_after_an_eos,
         "argmax_first_index": _eos_first_index,
         "cumsum_wrapped": _eos_wrapped,
@@ -837,6 +851,7 @@ ANSWERS["my_mask_cross_document_targets"] = Answers(
     no_float32=NO_FLOAT_IDS,
     right={
         "loop": _xdoc_loop,
+        "first_label_dropped": _first_label_set(_xdoc_loop, -100),
         "padded_compare": _xdoc_padded_compare,
         "torch_diff": _xdoc_diff,
         "no_grad_roll": _xdoc_no_grad,
@@ -1087,6 +1102,7 @@ ANSWERS["my_chat_labels"] = Answers(
     no_float32=NO_FLOAT_IDS,
     right={
         "argmax_index": _chat_argmax,
+        "first_label_kept": _first_label_set(_chat_argmax, "input"),  # the <user> id at position 0
         "row_loop": _chat_row_loop,
         "cummax_strictly_before": _chat_cummax,
         "no_grad_cumsum": _chat_no_grad,
@@ -1105,7 +1121,7 @@ ANSWERS["my_chat_labels"] = Answers(
         "answer_first_token_dropped": "assistant's answer",
         "padding_scored": "PAD",
         "eos_dropped": "learn to stop",
-        "prompt_scored_instead": "<user> marker",
+        "prompt_scored_instead": "is in the user's turn and your labels score it",
     },
     refused={
         "reference": (lambda x: chat.chat_labels(x), "write the mask yourself"),
@@ -1196,6 +1212,7 @@ ANSWERS["my_multi_turn_labels"] = Answers(
     no_float32=NO_FLOAT_IDS,
     right={
         "cummax_last_role": _mt_cummax,
+        "first_label_kept": _first_label_set(_mt_cummax, "input"),
         "role_counts": _mt_counts,
         "python_state_machine": _mt_python,
         "wrapped_columns": _mt_wrapped,

@@ -167,6 +167,8 @@ def test_left_padding_moves_real_logits_unless_positions_come_from_the_mask():
 @pytest.mark.parametrize("seed, world", [(0, 2), (1, 3), (2, 2)])
 def test_rank_gradients_equal_the_single_process_batch_only_with_k_times_sum_over_global_count(seed, world):
     r = PA.rank_gradients(seed, world)
+    assert abs(r["scale"]["sum / global count"] - 1 / world) < 1e-9  # DDP's average: K times too small
+    assert abs(r["scale"]["world_size * sum / global count"] - 1) < 1e-9
     ids, labels = PA.accumulation_batch(seed, rows=2 * world)
     assert r["counts"] == [num_valid_targets(y) for y in labels.split(2)]
     assert r["global_count"] == num_valid_targets(labels)

@@ -37,6 +37,7 @@ __all__ = [
     "float32_atol",
     "answer_digest",
     "apart",
+    "first_label_free",
     "PASS",
     "FAIL",
     "TODO",
@@ -315,6 +316,23 @@ def check(
             warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
     met = "meets the goal" if judge else "matches the reference"
     return _say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
+
+
+def first_label_free(fn: Callable) -> Callable:
+    """``fn`` (a labels exercise or its reference, returning ``(N, L)`` labels) with the label at
+    position 0 of every row set to -100 in its result: the shift drops that label, so it is
+    never anyone's target, and a learner's labels that differ from the reference only there are
+    as right as the reference's. Anything but a 2-D tensor is returned as it is."""
+
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
+    def labels(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[1] > 0:
+            out = out.clone()
+            out[:, 0] = -100
+        return out
+
+    return labels
 
 
 def answer_digest(name: str, key, answer) -> str:

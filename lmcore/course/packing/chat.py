@@ -14,7 +14,7 @@ from functools import partial
 import torch
 
 from ...shift import IGNORE_INDEX
-from ..checks import Case, check
+from ..checks import Case, check, first_label_free
 from .diagnoses import ChatRoles, explain_chat_labels
 from .lesson import ASSISTANT, PAD, USER, VOCAB, decode, encode
 
@@ -112,8 +112,8 @@ def check_chat_labels(fn) -> bool:
         cases.append(Case((chat_batch([_turn(g) for _ in range(3)]),), label=f"random chat rows {k}"))
     return check(
         "chat_labels",
-        fn,
-        chat_labels,
+        first_label_free(fn),
+        first_label_free(chat_labels),
         cases,
         forbid={
             "lmcore.course.packing.chat.chat_labels": "write the mask yourself",
@@ -142,8 +142,8 @@ def check_multi_turn_labels(fn) -> bool:
     ]
     return check(
         "multi_turn_labels",
-        fn,
-        multi_turn_labels,
+        first_label_free(fn),
+        first_label_free(multi_turn_labels),
         cases,
         forbid={
             "lmcore.course.packing.chat.multi_turn_labels": "write the scan yourself",

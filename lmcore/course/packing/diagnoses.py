@@ -356,7 +356,7 @@ def explain_chat_labels(fn, case, expected, got, *, roles: ChatRoles) -> str:
         return ""
     n, t = first
     word = roles.decode([int(ids[n, t])])
-    unscored = got[expected == IGNORE_INDEX]
+    unscored = got[:, 1:][expected[:, 1:] == IGNORE_INDEX]  # position 0 is never a target
     if len(unscored) and bool((unscored == unscored[0]).all()) and int(unscored[0]) != IGNORE_INDEX:
         return (
             f"every position that must not be scored holds {int(unscored[0])} in your labels: which "

@@ -19,7 +19,7 @@ from ...shift import (
     mask_cross_document_targets,
     pack_documents,
 )
-from ..checks import Case, check
+from ..checks import Case, check, first_label_free
 from ..toys import BOS, EOS, PAD, WordTokenizer
 from .diagnoses import explain_boundary_targets, explain_document_mask, explain_position_ids, packing_fault
 
@@ -158,8 +158,8 @@ def check_mask_cross_document_targets(fn) -> bool:
         cases.append(Case((torch.where(doc >= 0, labels, IGNORE_INDEX), doc), label=f"random {k}"))
     return check(
         "mask_cross_document_targets",
-        fn,
-        mask_cross_document_targets,
+        first_label_free(fn),
+        first_label_free(mask_cross_document_targets),
         cases,
         forbid={"lmcore.shift.mask_cross_document_targets": _WRITE, "lmcore.shift.pack_documents": _WRITE},
         explain=explain_boundary_targets,

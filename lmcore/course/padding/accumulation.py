@@ -44,7 +44,9 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
     ``world_size`` simulated ranks (two rows each). Each rank runs its own copy of the same
     model; "DDP" averages their gradients. Returns the valid targets per rank, their all-reduced
     sum, and max |grad - full-batch grad| for three ways of taking each rank's loss:
-    its own mean (the default), its sum / the global count, and world_size * sum / global count."""
+    its own mean (the default), its sum / the global count, and world_size * sum / global count;
+    ``scale[name]``: the averaged gradient as a multiple of the full batch's (its least-squares
+    factor; 1 where it is the full batch's gradient)."""
     ids, labels = accumulation_batch(seed, rows=2 * world_size)
     full = toy_model(seed)
     causal_lm_loss(full(ids), labels).backward()
@@ -59,7 +61,7 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
             world_size * causal_lm_loss(m(x), y, num_items=total)
         ),
     }
-    out = {"counts": counts, "global_count": total}
+    out = {"counts": counts, "global_count": total, "scale": {}}
     for name, loss_of in ways.items():
         grads = []
         for x, y in shards:  # one model copy per rank
@@ -68,6 +70,7 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
             grads.append(flat_grad(model))
         ddp = torch.stack(grads).mean(0)  # DDP: all-reduce, divide by world_size
         out[name] = float((ddp - g_full).abs().max())
+        out["scale"][name] = float(ddp.double() @ g_full.double() / (g_full.double() @ g_full.double()))
     return out
 
 

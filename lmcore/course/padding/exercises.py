@@ -9,7 +9,7 @@ import math
 import torch
 
 from ...shift import IGNORE_INDEX
-from ..checks import Case, check
+from ..checks import Case, check, first_label_free
 from .lesson import example_batch
 from .perplexity import LookbackLM, long_text
 
@@ -69,8 +69,8 @@ def check_eos_padded_labels(fn, quiet: bool = False):
     ]
     return check(
         "eos_padded_labels",
-        fn,
-        eos_padded_labels,
+        first_label_free(fn),
+        first_label_free(eos_padded_labels),
         cases,
         forbid=_NO_LABEL_HELPERS,
         quiet=quiet,
