@@ -207,12 +207,12 @@ _NAME = {PAD: "PAD", EOS: "EOS"}
 
 
 def show_completion_loss(seed: int = 3) -> None:
-    """The reveal after ``my_loss_fn``'s check: the check's reference (its code), then two rows of
-    the notebook's documents as it scores them, read from its gradient at zero logits
-    (``token→target``, ``·`` where the position is not scored), and the weight of each target."""
+    """The reveal after ``my_loss_fn``'s check: two rows of the notebook's documents as the check's
+    reference scores them, read from its gradient at zero logits (``token→target``, ``·`` where the
+    position is not scored), and the weight of each target. Its code is not printed: a site built
+    without solutions shows this cell's output too."""
     from .data import documents, padded_batch
 
-    print(inspect.getsource(_completion_loss).rstrip())
     ids, mask = padded_batch(documents(2, seed=seed))
     weight, targets = gradient_reading(_completion_loss, ids, mask, V)
     show = lambda t: "·" if t < 0 else _NAME.get(t, str(t))  # noqa: E731

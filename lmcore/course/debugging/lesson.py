@@ -40,6 +40,7 @@ __all__ = [
     "train_pipeline",
     "overfit_one_batch",
     "loss_verdict",
+    "LEARNS_NEXT_TOKEN",
     "floor_comparison",
     "below_floor",
     "diagnose_pipeline",
@@ -110,9 +111,17 @@ def overfit_one_batch(key: str, batch, steps: int = 150, lr: float = 1e-2, seed:
         )
 
 
+# The pipelines whose model still learns the next token (held-out loss near the entropy floor)
+# in spite of their bug: the claim loss_verdict's second line checks, "as expected" for the rest.
+LEARNS_NEXT_TOKEN = frozenset(
+    {"correct", "padding_scored", "batch_means", "packed_causal", "ignores_mask", "no_position_reset"}
+)
+
+
 def loss_verdict(key: str, *, quiet: bool = False) -> dict:
     """Two verdicts about a pipeline's training (they read the same on any CPU): did the loss
-    it reports fall, and did it learn the next token (held-out loss near the entropy floor)?"""
+    it reports fall, and did it learn the next token (held-out loss near the entropy floor)? The
+    second is expected only of :data:`LEARNS_NEXT_TOKEN`; for the others "not below, as expected"."""
     _, losses, honest = train_pipeline(key)
     floor = entropy_floor(documents(ROWS, seed=99))
     fell = below(
@@ -122,14 +131,16 @@ def loss_verdict(key: str, *, quiet: bool = False) -> dict:
         bound_text="its first loss - 0.25",
         quiet=quiet,
     )
-    learned = below(
+    learns = key in LEARNS_NEXT_TOKEN
+    as_expected = below(
         f"{key}: held-out next-token loss after {len(losses)} steps",
         honest[-1][1],
         floor + 0.3,
         bound_text=f"the entropy floor {floor:.2f} + 0.3",
         quiet=quiet,
+        expect=learns,
     )
-    return {"fell": fell, "learned": learned}
+    return {"fell": fell, "learned": as_expected == learns}
 
 
 def floor_comparison(key: str) -> dict:
