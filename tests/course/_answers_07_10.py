@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
-my_lr_prediction, top_p_filter (08); my_lowest_loss, my_gap, my_allow_only, my_floor, my_context_free_floor (09);
+my_lr_prediction, top_p_filter (08); my_lowest_loss, my_gap_by_token, my_allow_only, my_floor, my_context_free_floor (09);
 my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
 for what each entry holds."""
 
@@ -685,85 +685,90 @@ ANSWERS["my_lowest_loss"] = Answers(
         ),
         "torch_categorical_entropy": (
             lambda p: float(torch.distributions.Categorical(probs=torch.from_numpy(p)).entropy()),
-            "write the sum yourself",
+            "a library's entropy or KL in one call",
         ),
     },
 )
 
 
-def _kl_mask(p, q):
-    k = p > 0
-    return float((p[k] * np.log(p[k] / q[k])).sum())
+def _terms_mask(p, q):  # the combined log, p ln(p / q), on the entries p > 0
+    out, k = np.zeros_like(p), p > 0
+    out[k] = p[k] * np.log(p[k] / q[k])
+    return out
 
 
-def _kl_float32(p, q):
+def _terms_difference(p, q):  # x's term of the model's loss minus x's term of the lowest
+    logp = np.log(np.where(p > 0, p, 1.0))
+    return -p * np.log(q) - (-p * logp)
+
+
+def _terms_float32(p, q):
     p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
-    k = p32 > 0
-    return float((p32[k] * (np.log(p32[k]) - np.log(q32[k]))).sum())
+    return np.where(p32 > 0, p32 * (np.log(np.where(p32 > 0, p32, 1)) - np.log(q32)), 0)
 
 
-def _kl_cross_minus_entropy(p, q):  # H(p, q) - H(p), both written here
-    k = p > 0
-    return float(-(p[k] * np.log(q[k])).sum() + (p[k] * np.log(p[k])).sum())
-
-
-def _kl_loop(p, q):
-    return math.fsum(a * math.log(a / b) for a, b in zip(p.tolist(), q.tolist()) if a > 0)
+def _terms_loop(p, q):
+    return np.array([a * math.log(a / b) if a > 0 else 0.0 for a, b in zip(p.tolist(), q.tolist())])
 
 
 @torch.no_grad()
-def _kl_torch_no_grad(p, q):
+def _terms_torch_xlogy(p, q):
     tp, tq = torch.from_numpy(p), torch.from_numpy(q)
-    return float((torch.special.xlogy(tp, tp) - torch.special.xlogy(tp, tq)).sum())
+    return (torch.special.xlogy(tp, tp) - torch.special.xlogy(tp, tq)).numpy()
 
 
-def _kl_difference_float32(p, q):  # the model's loss minus the lowest, two sums in float32
-    p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
-    k = p32 > 0
-    return float(-(p32 * np.log(q32)).sum() + (p32[k] * np.log(p32[k])).sum())
+@functools.wraps(_terms_mask)
+def _terms_wrapped(p, q):
+    return _terms_difference(p, q)
 
 
-ANSWERS["my_gap"] = Answers(
-    check=FX.check_gap,
+ANSWERS["my_gap_by_token"] = Answers(
+    check=FX.check_gap_by_token,
     right={
-        "mask": _kl_mask,
-        "float32": _kl_float32,
-        "cross_entropy_minus_entropy": _kl_cross_minus_entropy,
-        "difference_of_two_sums_float32": _kl_difference_float32,
-        "loop_fsum": _kl_loop,
-        "torch_xlogy_no_grad": _kl_torch_no_grad,
+        "combined_log": _terms_mask,
+        "termwise_difference": _terms_difference,
+        "float32": _terms_float32,
+        "loop": _terms_loop,
+        "torch_xlogy_no_grad": _terms_torch_xlogy,
+        "wrapped": _terms_wrapped,
     },
     wrong={
-        "reversed_KL_q_p": lambda p, q: _kl_mask(q, p) if np.all(p > 0) else float("inf"),
-        "bits": lambda p, q: _kl_mask(p, q) / math.log(2),
-        "cross_entropy_not_the_gap": lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),
-        "entropy_difference": lambda p, q: abs(_entropy_mask(q) - _entropy_mask(p)),
-        "weighted_by_q": lambda p, q: float(np.nansum(q * np.log(np.where(p > 0, p, 1) / q) * (p > 0))),
-        "unweighted_sum_of_log_ratios": lambda p, q: float(np.log(p[p > 0] / q[p > 0]).sum()),
-        "zero_entries_give_nan": lambda p, q: float((p * np.log(p / q)).sum()),
-        "loss_minus_the_uniform_models": lambda p, q: float(-(p * np.log(q)).sum()) - math.log(p.size),
+        "the_total_gap_not_per_token": lambda p, q: float(_terms_mask(p, q).sum()),
+        "reversed_q_ln_q_over_p": lambda p, q: (
+            _terms_mask(q, p) if np.all(p > 0) else np.full(p.size, np.inf)
+        ),
+        "bits": lambda p, q: _terms_mask(p, q) / math.log(2),
+        "log10": lambda p, q: _terms_mask(p, q) / math.log(10),
+        "sign": lambda p, q: -_terms_mask(p, q),
+        "unweighted_log_ratio": lambda p, q: np.where(p > 0, np.log(np.where(p > 0, p, 1.0) / q), 0.0),
+        "the_models_whole_loss_per_token": lambda p, q: -p * np.log(q),
+        "zero_entries_give_nan": lambda p, q: p * np.log(p / q),
+        "a_token_that_never_comes_pays_its_surprisal": lambda p, q: np.where(
+            p > 0, _terms_mask(p, q), -np.log(q)
+        ),
+        "generalised_kl_terms_add_q_minus_p": lambda p, q: _terms_mask(p, q) - p + q,
     },
     first_hints={
+        "the_total_gap_not_per_token": "one number",
+        "reversed_q_ln_q_over_p": "weighting by the model",
         "bits": "which logarithm",
+        "log10": "which logarithm",
+        "sign": "sign flipped",
+        "unweighted_log_ratio": "how often does x come",
+        "the_models_whole_loss_per_token": "whole expected loss",
         "zero_entries_give_nan": "what does 0 * ln 0 give",
-        "reversed_KL_q_p": "weighting by the model",
-        "cross_entropy_not_the_gap": "whole expected loss",
-        "entropy_difference": "paid on tokens drawn from p",
+        "a_token_that_never_comes_pays_its_surprisal": "that token never comes",
+        "generalised_kl_terms_add_q_minus_p": "not token by token",
     },
     refused={
-        "course_kl_divergence": (lambda p, q: FL.kl_divergence(p, q), "called lmcore.course.floor.lesson"),
-        "torch_kl_div": (
-            lambda p, q: float(F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="sum")),
-            "write the sum yourself",
+        "course_gap_by_token": (lambda p, q: FL.gap_by_token(p, q), "called lmcore.course.floor.lesson"),
+        "course_kl_divergence_per_entry": (
+            lambda p, q: np.array([FL.kl_divergence(p, q)] * p.size),
+            "called lmcore.course.floor.lesson",
         ),
-        "torch_distributions_kl": (
-            lambda p, q: float(
-                torch.distributions.kl_divergence(
-                    torch.distributions.Categorical(probs=torch.from_numpy(p)),
-                    torch.distributions.Categorical(probs=torch.from_numpy(q)),
-                )
-            ),
-            "write the sum yourself",
+        "torch_kl_div_no_reduction": (
+            lambda p, q: F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="none").numpy(),
+            "a library's entropy or KL in one call",
         ),
     },
 )

@@ -25,6 +25,13 @@ def _kl_ref(p, q):
     return float((p[k] * np.log(p[k] / q[k])).sum())
 
 
+def _terms_ref(p, q):
+    """Token x's share of the gap: p(x) ln(p(x) / q(x)), 0 where p(x) = 0."""
+    out, k = np.zeros_like(p), p > 0
+    out[k] = p[k] * np.log(p[k] / q[k])
+    return out
+
+
 def _passes_silently(checker, fn, capfd):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning escaping the check would raise here
@@ -38,9 +45,11 @@ def test_textbook_np_where_answers_pass_without_a_warning(capfd):
     assert _passes_silently(
         FX.check_lowest_loss, lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), capfd
     )
-    assert _passes_silently(FX.check_gap, lambda p, q: float(np.nansum(p * np.log(p / q))), capfd)
+    assert _passes_silently(
+        FX.check_gap_by_token, lambda p, q: np.where(p > 0, p * np.log(p / q), 0.0), capfd
+    )
     assert _passes_silently(FX.check_lowest_loss, _entropy_ref, capfd)
-    assert _passes_silently(FX.check_gap, _kl_ref, capfd)
+    assert _passes_silently(FX.check_gap_by_token, _terms_ref, capfd)
 
 
 def test_warnings_are_silenced_only_during_the_call():
@@ -67,10 +76,10 @@ def test_check_lowest_loss_rejects(wrong, capsys):
 
 def test_the_checkers_own_references_are_refused(capsys):
     assert not FX.check_lowest_loss(lambda p: FX._entropy(p))
-    assert not FX.check_gap(lambda p, q: FX._kl(p, q))
+    assert not FX.check_gap_by_token(lambda p, q: FX._gap_terms(p, q))
     out = capsys.readouterr().out
     assert "called lmcore.course.floor.exercises._entropy" in out
-    assert "called lmcore.course.floor.exercises._kl" in out
+    assert "called lmcore.course.floor.exercises._gap_terms" in out
 
 
 def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
@@ -83,33 +92,32 @@ def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
 @pytest.mark.parametrize(
     "wrong",
     [
-        lambda p, q: FL.kl_divergence(p, q),  # the reference
-        lambda p, q: FL.cross_entropy(p, q) - _entropy_ref(p),  # the reference's other half
-        lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"),  # KL(q || p), reversed
-        lambda p, q: _kl_ref(p, q) / math.log(2),  # bits
-        lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()),  # cross-entropy, not the gap
-        lambda p, q: abs(_entropy_ref(q) - _entropy_ref(p)),  # |H(q) - H(p)|
+        lambda p, q: FL.gap_by_token(p, q),  # the course's reference
+        lambda p, q: np.full(p.size, FL.kl_divergence(p, q)),  # the course's KL, spread out
+        lambda p, q: _terms_ref(q, p) if np.all(p > 0) else np.full(p.size, np.inf),  # reversed
+        lambda p, q: _terms_ref(p, q) / math.log(2),  # bits
+        lambda p, q: -p * np.log(q),  # the model's whole loss per token, not its share of the gap
+        lambda p, q: _kl_ref(p, q),  # the total gap, one number
+        lambda p, q: _terms_ref(p, q) - p + q,  # generalised KL terms: same total, other entries
     ],
 )
-def test_check_gap_rejects(wrong):
-    assert not FX.check_gap(wrong, quiet=True)
+def test_check_gap_by_token_rejects(wrong):
+    assert not FX.check_gap_by_token(wrong, quiet=True)
 
 
-def _gap_difference_float32(p, q):
-    """The model's loss minus the lowest, two sums in float32: a right answer, as is the one sum."""
+def _terms_difference_float32(p, q):
+    """x's term of the model's loss minus x's term of the lowest, in float32: a right answer, as
+    is the combined log."""
     p32, q32 = p.astype(np.float32), q.astype(np.float32)
-    k = p32 > 0
-    return float(-(p32 * np.log(q32)).sum() + (p32[k] * np.log(p32[k])).sum())
+    return -p32 * np.log(q32) + p32 * np.log(np.where(p32 > 0, p32, 1))
 
 
-def test_check_gap_accepts_the_difference_of_two_sums_and_the_one_sum(capsys):
-    def lowest(p):
-        return _entropy_ref(p)
-
-    assert FX.check_gap(lambda p, q: float(-(p * np.log(q)).sum()) - lowest(p))
-    assert FX.check_gap(_gap_difference_float32)
-    assert FX.check_gap(_kl_ref)
-    assert capsys.readouterr().out.count("✓ pass") == 3
+def test_check_gap_by_token_accepts_the_difference_of_two_terms_and_the_combined_log(capsys):
+    assert FX.check_gap_by_token(lambda p, q: -p * np.log(q) + p * np.log(np.where(p > 0, p, 1.0)))
+    assert FX.check_gap_by_token(_terms_difference_float32)
+    assert FX.check_gap_by_token(_terms_ref)
+    assert FX.check_gap_by_token(lambda p, q: list(_terms_ref(p, q)))  # a list of floats reads the same
+    assert capsys.readouterr().out.count("✓ pass") == 4
 
 
 @pytest.mark.parametrize(
@@ -129,13 +137,20 @@ def test_a_wrong_floor_is_diagnosed(wrong, says, capsys):
 @pytest.mark.parametrize(
     "wrong, says",
     [
-        (lambda p, q: float(-(p[p > 0] * np.log(q[p > 0])).sum()), "whole expected loss"),
-        (lambda p, q: _kl_ref(q, p) if np.all(p > 0) else float("inf"), "weighting by the model"),
-        (lambda p, q: abs(_entropy_ref(q) - _entropy_ref(p)), "paid on tokens drawn from p"),
+        (lambda p, q: -p * np.log(q), "whole expected loss"),
+        (
+            lambda p, q: _terms_ref(q, p) if np.all(p > 0) else np.full(p.size, np.inf),
+            "weighting by the model",
+        ),
+        (lambda p, q: _kl_ref(p, q), "one number"),
+        (lambda p, q: np.where(p > 0, np.log(np.where(p > 0, p, 1.0) / q), 0.0), "how often does x come"),
+        (lambda p, q: np.where(p > 0, _terms_ref(p, q), -np.log(q)), "that token never comes"),
+        (lambda p, q: p * np.log(p / q), "what does 0 * ln 0 give"),
+        (lambda p, q: _terms_ref(p, q) - p + q, "not token by token"),
     ],
 )
-def test_a_wrong_gap_is_diagnosed(wrong, says, capsys):
-    assert not FX.check_gap(wrong)
+def test_a_wrong_gap_by_token_is_diagnosed(wrong, says, capsys):
+    assert not FX.check_gap_by_token(wrong)
     assert says in capsys.readouterr().out
 
 
@@ -143,7 +158,7 @@ def test_the_first_two_checks_do_not_name_their_answer(capsys):
     """The exercises ask for the lowest loss and the gap, and leave the learner to find that they
     are the entropy and the KL divergence: neither a failure line nor its nudge names them."""
     assert not FX.check_lowest_loss(lambda p: 0.5)
-    assert not FX.check_gap(lambda p, q: 0.5)
+    assert not FX.check_gap_by_token(lambda p, q: np.full(p.size, 0.5))
     out = capsys.readouterr().out.lower()
     assert "entropy" not in out and "kl" not in out and "sum p ln p" not in out
 
@@ -259,7 +274,7 @@ def test_stub_reads_not_attempted(capsys):
     def stub(*args):
         raise NotImplementedError
 
-    for checker in (FX.check_lowest_loss, FX.check_gap, FX.check_subtraction_floor):
+    for checker in (FX.check_lowest_loss, FX.check_gap_by_token, FX.check_subtraction_floor):
         assert not checker(stub)
     assert capsys.readouterr().out.count("not attempted yet") == 3
 
@@ -325,10 +340,9 @@ def _entropy_float32(p):
     return float(-(p * np.log(p)).sum())
 
 
-def _kl_float32(p, q):
+def _terms_float32(p, q):
     p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
-    k = p32 > 0
-    return float((p32[k] * (np.log(p32[k]) - np.log(q32[k]))).sum())
+    return np.where(p32 > 0, p32 * (np.log(np.where(p32 > 0, p32, 1)) - np.log(q32)), 0)
 
 
 def _floor_float32(h):
@@ -355,7 +369,7 @@ def test_float32_answers_pass(capsys):
     the subtraction floor in float32 (a float32 loop is 1.3e-5 off at high = 99: rtol 1e-4, the
     nearest plausible mistake is 1.2e-3 off) and the context-free floor in float32."""
     assert FX.check_lowest_loss(_entropy_float32)
-    assert FX.check_gap(_kl_float32)
+    assert FX.check_gap_by_token(_terms_float32)
     assert FX.check_subtraction_floor(_floor_float32)
     assert FX.check_context_free_floor(_context_free_float32)
     assert capsys.readouterr().out.count("✓ pass") == 4
@@ -368,7 +382,7 @@ def test_the_nearest_wrong_floors_still_fail_at_the_looser_tolerance():
 
 
 def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
-    """Issue 38: 'write the sum yourself', yet torch's Categorical.entropy, F.kl_div and
+    """Issue 38: 'write it yourself', yet torch's Categorical.entropy, F.kl_div and
     torch.distributions.kl_divergence passed."""
     import torch
     import torch.nn.functional as F
@@ -377,14 +391,17 @@ def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
     cheats = [
         (FX.check_lowest_loss, lambda p: float(cat(p).entropy())),
         (
-            FX.check_gap,
-            lambda p, q: float(F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="sum")),
+            FX.check_gap_by_token,
+            lambda p, q: F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="none").numpy(),
         ),
-        (FX.check_gap, lambda p, q: float(torch.distributions.kl_divergence(cat(p), cat(q)))),
+        (
+            FX.check_gap_by_token,
+            lambda p, q: np.full(p.size, float(torch.distributions.kl_divergence(cat(p), cat(q)))),
+        ),
     ]
     for checker, cheat in cheats:
         assert not checker(cheat)
-        assert "write the sum yourself" in capsys.readouterr().out
+        assert "a library's entropy or KL in one call" in capsys.readouterr().out
     # an elementwise helper leaves the sum to the learner: allowed
     assert FX.check_lowest_loss(
         lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum())

@@ -1,5 +1,5 @@
-"""Notebook 09's exercises: the lowest expected loss any model can reach on data p, how far a
-given model sits above it, a mask that allows only some tokens, the loss floor of a generator
+"""Notebook 09's exercises: the lowest expected loss any model can reach on data p, how much of
+a given model's gap above it each token brings, a mask that allows only some tokens, the loss floor of a generator
 the notebook has not shown (subtraction with ``b <= a``), and the floor of a model that ignores
 context.
 
@@ -11,7 +11,8 @@ library's entropy or KL in one call (``Categorical.entropy``, ``F.kl_div``, ``kl
 SciPy's where installed), fails it. A float32 answer is right: the kit's tolerances. The first
 two checkers' titles and nudges do not name what they grade (the exercises ask the learner to
 find it): ``explain=`` diagnoses the plausible mistakes (a floor of 0, the uniform model's loss,
-the whole loss instead of the gap, the model's weights instead of the data's).
+the whole loss instead of the gap, one number instead of one per token, the model's weights
+instead of the data's, a token that never comes adding something).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ __all__ = [
     "subtraction_turns",
     "subtraction_floor",
     "check_lowest_loss",
-    "check_gap",
+    "check_gap_by_token",
     "check_subtraction_floor",
     "context_free_floor",
     "check_context_free_floor",
@@ -41,7 +42,12 @@ __all__ = [
 _TOK = ChatTokenizer()
 _REFERENCES = tuple(
     f"lmcore.course.floor.lesson.{n}" for n in ("entropy", "cross_entropy", "kl_divergence")
-) + ("lmcore.course.floor.exercises._entropy", "lmcore.course.floor.exercises._kl")
+) + (
+    "lmcore.course.floor.lesson.gap_by_token",
+    "lmcore.course.floor.exercises._entropy",
+    "lmcore.course.floor.exercises._kl",
+    "lmcore.course.floor.exercises._gap_terms",
+)
 # the libraries' whole entropy or KL in one call: "write the sum yourself" rules them out (an
 # elementwise helper such as torch.special.xlogy or entr leaves the sum to the learner: allowed)
 _LIBRARY_SUMS = available(
@@ -55,7 +61,7 @@ _LIBRARY_SUMS = available(
     ]
 )
 _FORBID = {name: "write it yourself" for name in _REFERENCES} | {
-    name: "that is a library's entropy or KL in one call: write the sum yourself" for name in _LIBRARY_SUMS
+    name: "that is a library's entropy or KL in one call: write it yourself" for name in _LIBRARY_SUMS
 }
 
 # A value computed in float32, or summed in another order, is right: the kit's tolerances (rtol
@@ -104,31 +110,69 @@ def _explain_lowest(fn, case, expected, got) -> str:
     return ""
 
 
-def _explain_gap(fn, case, expected, got) -> str:
-    """What a wrong gap is: the whole loss, the model's weights, a difference of two floors."""
-    zeros = _explain_zeros(fn, case, expected, got)
-    if zeros:
-        return zeros
+def _gap_terms(p, q) -> np.ndarray:
+    """Token x's share of the gap, p(x) ln(p(x) / q(x)), 0 where p(x) = 0: the reference."""
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    out, k = np.zeros_like(p), p > 0
+    out[k] = p[k] * np.log(p[k] / q[k])
+    return out
+
+
+def _near_all(a, b) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return bool(a.shape == b.shape and np.all(np.isfinite(a)) and np.allclose(a, b, rtol=1e-5, atol=1e-6))
+
+
+def _explain_gap_by_token(fn, case, expected, got) -> str:
+    """What a wrong per-token gap is: one number, the model's weights, no weights, a token that
+    never comes adding something, a nan from 0 ln 0."""
     p, q = (np.asarray(a, dtype=np.float64) for a in case.args)
-    g, k = float(got), p > 0
-    whole = float(-(p[k] * np.log(q[k])).sum())
-    if _near(g, whole):
+    try:
+        g = np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return ""
+    k = p > 0
+    if g.ndim == 0 or g.size == 1 and p.size > 1:
         return (
-            "that is the model's whole expected loss on this input: how much of it would even the "
-            "best model of this data pay?"
+            f"your result is one number; the exercise asks for {p.size} of them, one per token: how "
+            "much of the gap does each token x bring?"
         )
-    if np.all(k) and _near(g, _kl(q, p)):
+    if g.shape != p.shape:
+        return ""
+    if not np.all(np.isfinite(g)):
+        bad = int(np.flatnonzero(~np.isfinite(g))[0])
+        if not k[bad]:
+            return (
+                f"your entry for token {bad} is {g[bad]}, and p = 0 there: what does 0 * ln 0 give in "
+                "floating point, and what should a token that never comes add to either expected loss?"
+            )
+        return ""
+    if np.any(~k) and np.any(np.abs(g[~k]) > 1e-9):
+        bad = int(np.flatnonzero(~k & (np.abs(g) > 1e-9))[0])
+        return (
+            f"your entry for token {bad} is {g[bad]:.6g}, yet p = 0 there: that token never comes. "
+            "What does it add to the model's expected loss, and what to the lowest?"
+        )
+    if np.all(k) and _near_all(g, _gap_terms(q, p)):
         return (
             "that is what weighting by the model's probabilities q gives: which distribution draws the "
             "tokens whose losses the expected loss averages?"
         )
-    if _near(abs(g), abs(_entropy(q) - _entropy(p))):
+    if np.all(k) and _near_all(g, np.log(p / q)):
         return (
-            "that compares the lowest loss on data drawn from q with the lowest on data drawn from p; "
-            "but the model's loss is paid on tokens drawn from p: what does q pay on them?"
+            "each entry is what the model pays above the best model when token x comes: how often does "
+            "x come, and how does that enter its share of an expected loss?"
         )
-    if g < -1e-9:
-        return "your gap is negative on this input: can any model's expected loss be below the lowest one?"
+    if _near_all(g, -p * np.log(np.where(k, q, 1.0))):
+        return (
+            "each entry is token x's part of the model's whole expected loss: how much of it would even "
+            "the best model of this data pay on x?"
+        )
+    if _near_all(g.sum(), expected.sum()):
+        return (
+            "your entries add up to the right total, but not token by token: does each entry hold only "
+            "what token x itself adds to each of the two expected losses?"
+        )
     return ""
 
 
@@ -191,23 +235,28 @@ def check_lowest_loss(fn, *, quiet: bool = False) -> bool:
     )
 
 
-# the difference of two sums in float32 (the model's loss minus the lowest) is a right answer: it
-# loses up to about 2e-6 nats on these cases (12 tokens, losses near 2.5); every plausible wrong
-# answer is off by 1e-2 or more
-_GAP_ATOL = 1e-5
-
-
-def check_gap(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p, q)``: how far model ``q``'s expected loss on data ``p`` sits above the
-    lowest any model reaches, in nats (q > 0 everywhere, p may have zeros)."""
+def check_gap_by_token(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(p, q) -> array``: for each token x, how much of model ``q``'s expected loss on
+    data ``p`` above the lowest any model reaches comes from x, in nats (x's term of the model's
+    expected loss minus x's term of the lowest; 0 where p(x) = 0; q > 0 everywhere). The
+    entries add up to the gap. A difference of two terms in float32 is off by about 1e-7 on
+    these cases, within the kit's tolerances; every plausible wrong answer is off by 1e-2 or more."""
     hint = (
-        "The gap must be 0 when q equals p and never negative. Whose probabilities weight each "
-        "token's loss, the data's or the model's? And in which unit?",
-        "gap = H(p, q) - H(p) = -sum p ln q + sum p ln p = sum p ln(p / q) = KL(p || q), "
-        "weighted by the data p (not by q), in nats; the entries where p = 0 add 0.",
+        "Each entry is one token's share of the gap. When x comes, what does the model pay, and what "
+        "the best model? How often does x come, by whose probabilities? What should a token that "
+        "never comes add? And do your entries add up to the gap?",
+        "entry x = (-p(x) ln q(x)) - (-p(x) ln p(x)) = p(x) ln(p(x) / q(x)): weighted by the data p "
+        "(not by q), natural log (nats), 0 where p(x) = 0 (0 ln 0 = 0), one entry per token. The "
+        "entries add up to H(p, q) - H(p) >= 0, though single entries are negative where q(x) > p(x).",
     )
     return _grade(
-        "gap above the lowest loss", fn, _kl, _prob_cases(1, True), hint, quiet, _explain_gap, atol=_GAP_ATOL
+        "the gap above the lowest loss, token by token",
+        fn,
+        _gap_terms,
+        _prob_cases(1, True),
+        hint,
+        quiet,
+        _explain_gap_by_token,
     )
 
 

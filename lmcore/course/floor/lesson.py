@@ -23,6 +23,7 @@ from ...data.tokenizers import ChatTokenizer
 __all__ = [
     "entropy",
     "kl_divergence",
+    "gap_by_token",
     "cross_entropy",
     "SLOTS",
     "token_slots",
@@ -68,6 +69,19 @@ def kl_divergence(p, q) -> float:
     """KL(p || q) = sum p ln(p / q) in nats = cross_entropy(p, q) - entropy(p) >= 0."""
     p, q = _pair(p, q)
     return float((p * np.log(p / q)).sum()) if np.all(q > 0) else math.inf
+
+
+def gap_by_token(p, q) -> np.ndarray:
+    """Token x's share of the gap: its term of H(p, q) minus its term of H(p), p(x) ln(p(x) / q(x))
+    in nats (0 where p(x) = 0). Entries can be negative (where q(x) > p(x)); they add up to
+    :func:`kl_divergence`, which is not."""
+    p, q = _pair(p, q)
+    if not np.all(q[p > 0] > 0):
+        raise ValueError("q must be > 0 wherever p > 0.")
+    out = np.zeros_like(p)
+    k = p > 0
+    out[k] = p[k] * np.log(p[k] / q[k])
+    return out
 
 
 # ---------------------------------------------------------------- the exact per-token floor
