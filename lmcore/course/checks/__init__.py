@@ -38,6 +38,10 @@ __all__ = [
     "answer_digest",
     "apart",
     "first_label_free",
+    "run_learner",
+    "LearnerRun",
+    "say_line",
+    "hint_for",
     "PASS",
     "FAIL",
     "TODO",
@@ -147,7 +151,7 @@ def _ratio_note(expected, got, ratio_hints) -> str:
 _FAILED: dict[str, int] = {}  # checker name -> failures so far in this kernel
 
 
-def _hint_for(name: str, hint, diagnosis: str = "", fn=None) -> str:
+def hint_for(name: str, hint, diagnosis: str = "", fn=None) -> str:
     """``hint`` as text. A pair (nudge, full) shows the nudge, never the full hint: that one, like
     the solution, comes only when the learner asks, from ``show_solution`` (from the second
     failure on, the line says how). A ``diagnosis`` (the property this answer broke, as a
@@ -216,10 +220,37 @@ def _mutated(case, args, kwargs) -> str:
     return ""
 
 
-def _say_line(line: str, quiet: bool, passed: bool) -> CheckResult:
+def say_line(line: str, quiet: bool, passed: bool) -> CheckResult:
     if not quiet:
         print(line)
     return CheckResult(passed, line)
+
+
+@dataclass
+class LearnerRun:
+    """What one call of a learner's function did: its ``value``; or ``todo`` (the stub's
+    NotImplementedError); or the ``error`` it raised; ``called``, the first forbidden reference it
+    called (``""`` if none); ``warned``, the warnings it gave, as text."""
+
+    value: Any = None
+    todo: bool = False
+    error: Exception | None = None
+    called: str = ""
+    warned: str = ""
+
+
+def run_learner(fn: Callable, args: tuple = (), kwargs: dict | None = None, forbidden=None) -> LearnerRun:
+    """Call ``fn(*args, **kwargs)`` the way every checker of the kit does: its warnings captured,
+    the calls it makes to ``forbidden`` (dotted names, or a dict name -> message) recorded, a stub
+    or any error it raises caught and reported, never raised."""
+    with captured_warnings() as caught, recorded_calls(_forbidden(forbidden)) as called:
+        try:
+            value, error = fn(*args, **(kwargs or {})), None
+        except NotImplementedError:
+            return LearnerRun(todo=True)
+        except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
+            value, error = None, exc
+    return LearnerRun(value, False, error, called[0] if called else "", warning_text(caught))
 
 
 def _expected(reference: Callable, case: Case):
@@ -275,47 +306,43 @@ def check(
     for case in cases:
         expected = None if judge else _expected(reference, case)
         args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
-        with captured_warnings() as caught, recorded_calls(forbidden) as called:
-            try:
-                got, error = fn(*args, **kwargs), None
-            except NotImplementedError:
-                return _say_line(
-                    f"{TODO} {name}: replace the `raise NotImplementedError` with your code, then re-run.",
-                    quiet,
-                    False,
-                )
-            except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
-                got, error = None, exc
-        said = warning_text(caught)
-        if called:
-            return _say_line(
-                f"{FAIL} {name}: on input {case.describe()} your function called {called[0]}: "
-                f"{forbidden[called[0]]}.",
+        run = run_learner(fn, args, kwargs, forbidden)
+        got, said = run.value, run.warned
+        if run.todo:
+            return say_line(
+                f"{TODO} {name}: replace the `raise NotImplementedError` with your code, then re-run.",
                 quiet,
                 False,
             )
-        if error is not None:
-            return _say_line(
+        if run.called:
+            return say_line(
+                f"{FAIL} {name}: on input {case.describe()} your function called {run.called}: "
+                f"{forbidden[run.called]}.",
+                quiet,
+                False,
+            )
+        if run.error is not None:
+            return say_line(
                 f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(error).__name__}: {str(error)[:200]}.{_hint_for(name, hint, fn=fn)}",
+                f"{type(run.error).__name__}: {str(run.error)[:200]}.{hint_for(name, hint, fn=fn)}",
                 quiet,
                 False,
             )
         why, question = _judged(case, expected, got, judge=judge, atol=atol, rtol=rtol)
         if not why and no_mutation and _mutated(case, args, kwargs):
             # the whole diagnosis: the exercise's hint is about another mistake
-            return _say_line(
+            return say_line(
                 f"{FAIL} {name}: on input {case.describe()}: {_mutated(case, args, kwargs)}", quiet, False
             )
         if why:
             diagnosis = question or _diagnosis(explain, ratio_hints, fn, case, expected, got)
             warn = f" (it warned {said})" if said else ""
             line = f"{FAIL} {name}: on input {case.describe()}: {why}{warn}."
-            return _say_line(line + _hint_for(name, hint, diagnosis, fn), quiet, False)
+            return say_line(line + hint_for(name, hint, diagnosis, fn), quiet, False)
         if said and not warned:
             warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
     met = "meets the goal" if judge else "matches the reference"
-    return _say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
+    return say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
 
 
 def first_label_free(fn: Callable) -> Callable:
@@ -367,34 +394,32 @@ def check_choices(
     has no entry, ``hint`` (a string or a (nudge, full) pair, as for :func:`check`; also what
     ``show_solution`` gives) comes instead."""
     forbidden = _forbidden(forbid)
-    error = None
-    with captured_warnings(), recorded_calls(forbidden) as called:
-        try:
-            answers = answers_fn()
-        except NotImplementedError:
-            return _say_line(f"{TODO} {name}: fill in your answers, then re-run.", False, False)
-        except Exception as exc:  # noqa: BLE001 - report any learner error as a failure
-            answers, error = None, exc
-    if called:
-        return _say_line(
-            f"{FAIL} {name}: your function called {called[0]}: {forbidden[called[0]]}.", False, False
+    run = run_learner(answers_fn, forbidden=forbidden)
+    answers = run.value
+    if run.todo:
+        return say_line(f"{TODO} {name}: fill in your answers, then re-run.", False, False)
+    if run.called:
+        return say_line(
+            f"{FAIL} {name}: your function called {run.called}: {forbidden[run.called]}.", False, False
         )
-    if error is not None:
-        return _say_line(
-            f"{FAIL} {name}: your function raised {type(error).__name__}: {str(error)[:200]}.", False, False
+    if run.error is not None:
+        return say_line(
+            f"{FAIL} {name}: your function raised {type(run.error).__name__}: {str(run.error)[:200]}.",
+            False,
+            False,
         )
     if not isinstance(answers, dict):
-        return _say_line(
+        return say_line(
             f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.", False, False
         )
     missing = [k for k in expected if k not in answers]
     if missing:
-        return _say_line(f"{FAIL} {name}: no answer for {missing[0]!r}.", False, False)
+        return say_line(f"{FAIL} {name}: no answer for {missing[0]!r}.", False, False)
     allowed = None if choices is None else list(choices)
     outside = [k for k in expected if allowed is not None and answers[k] not in allowed]
     if outside:
         k = outside[0]
-        return _say_line(
+        return say_line(
             f"{FAIL} {name}: the answer for {k!r}, {answers[k]!r}, is not one of the choices.", False, False
         )
     if any(answer_digest(name, k, answers[k]) != expected[k] for k in expected):
@@ -402,14 +427,14 @@ def check_choices(
         keys = list(expected)
         k = keys[(_TURNS[name] - 1) % len(keys)]
         own = (hints or {}).get(k, "")
-        said = f" A question on {k!r}: {own}" if own else _hint_for(name, hint)
-        return _say_line(
+        said = f" A question on {k!r}: {own}" if own else hint_for(name, hint)
+        return say_line(
             f"{FAIL} {name}: not all {len(expected)} answers are right (the check does not say which, "
             f"nor how many: the code decides).{said}",
             False,
             False,
         )
-    return _say_line(f"{PASS} {name}: all {len(expected)} answers right.", False, True)
+    return say_line(f"{PASS} {name}: all {len(expected)} answers right.", False, True)
 
 
 _TURNS: dict[str, int] = {}  # check_choices name -> failures so far: whose question comes next

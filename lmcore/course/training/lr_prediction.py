@@ -21,9 +21,8 @@ import numbers
 from collections.abc import Callable
 
 from ..autograding import when_grading
-from ..checks import FAIL, PASS, TODO, CheckResult
-from ..checks import _hint_for as hint_for
-from ..checks import _say_line as _line
+from ..checks import FAIL, PASS, TODO, CheckResult, hint_for, run_learner
+from ..checks import say_line as _line
 from ..checks.guard import captured_warnings, recorded_calls
 
 __all__ = ["RATES", "CRAWL_NATS", "lock_prediction", "sweep_outcome", "check_lr_prediction"]
@@ -80,21 +79,20 @@ def lock_prediction(fn: Callable[[], dict]) -> None:
     if not callable(fn):
         raise TypeError(f"fn must be the prediction function; got {type(fn).__name__}.")
     name = getattr(fn, "__name__", "prediction")
-    with captured_warnings(), recorded_calls(dict(_FORBID)) as called:
-        try:
-            value = fn()
-        except NotImplementedError:
-            _LOCKED[name] = ("todo", None)
-            print(f"{TODO} {_NAME}: no prediction recorded; the sweep runs anyway.")
-            return
-        except Exception as exc:  # noqa: BLE001 - the learner's error is reported at the check
-            value = exc
-    if called:
-        _LOCKED[name] = ("error", f"your prediction called {called[0]}: {_FORBID[called[0]]}")
-    elif isinstance(value, Exception):
-        _LOCKED[name] = ("error", f"your prediction raised {type(value).__name__}: {str(value)[:200]}")
+    run = run_learner(fn, forbidden=dict(_FORBID))  # the learner's error is reported at the check
+    if run.todo:
+        _LOCKED[name] = ("todo", None)
+        print(f"{TODO} {_NAME}: no prediction recorded; the sweep runs anyway.")
+        return
+    if run.called:
+        _LOCKED[name] = ("error", f"your prediction called {run.called}: {_FORBID[run.called]}")
+    elif run.error is not None:
+        _LOCKED[name] = (
+            "error",
+            f"your prediction raised {type(run.error).__name__}: {str(run.error)[:200]}",
+        )
     else:
-        _LOCKED[name] = ("value", value)
+        _LOCKED[name] = ("value", run.value)
     kind, payload = _LOCKED[name]
     print(f"{_NAME} recorded: {payload!r}" if kind == "value" else f"{_NAME} not recorded: {payload}.")
 
