@@ -913,6 +913,15 @@ def _dcm_same(document_ids):
     return document_ids[:, :, None] == document_ids[:, None, :]
 
 
+def _dcm_padding_self(document_ids):
+    """Every padding query reads only itself; the real documents as the reference."""
+    out = _dcm_loop(document_ids).clone()
+    N, L = document_ids.shape
+    pad = document_ids < 0
+    eye = torch.eye(L, dtype=torch.bool).expand(N, L, L)
+    return torch.where(pad[..., None], eye, out)
+
+
 ANSWERS["my_document_causal_mask"] = Answers(
     check=pk.check_document_causal_mask,
     no_float32=NO_FLOAT_MASK,
@@ -921,6 +930,7 @@ ANSWERS["my_document_causal_mask"] = Answers(
         "aranges": _dcm_arange,
         "tril_of_same": _dcm_tril_3d,
         "no_grad_logical_and": _dcm_no_grad,
+        "padding_reads_only_itself": _dcm_padding_self,  # harmless: never read, never scored
     },
     wrong={
         "causal_only": lambda d: (
@@ -1021,19 +1031,18 @@ ANSWERS["my_position_ids"] = Answers(
         "running_counter": _pos_running_counter,
         "count_same_id_before": _pos_count_same_before,
         "no_grad_groupby": _pos_no_grad_groupby,
+        "padding_at_zero": _pos_padding_zero,  # padding is never scored nor read: any position
     },
     wrong={
         "no_restart": lambda d: torch.arange(d.shape[1]).expand_as(d).clone(),
         "from_one": lambda d: _pos_running_counter(d) + 1,
         "start_marked_late": _pos_start_marked_late,
-        "padding_at_zero": _pos_padding_zero,
         "attention_mask_cumsum": _pos_mask_cumsum,
     },
     first_hints={
         "no_restart": "if document 1 started a row of its own",
         "from_one": "which position does the first token of a row get",
         "start_marked_late": "in a row of its own, which position would document",
-        "padding_at_zero": "is padding",
         "attention_mask_cumsum": "if document 1 started a row of its own",
     },
     refused={

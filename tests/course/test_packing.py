@@ -354,7 +354,6 @@ WRONG_POSITIONS = {
     "the document's index, not the position": lambda d: torch.cat(
         [torch.zeros_like(d[:, :1]), (d[:, 1:] != d[:, :-1]).long().cumsum(1)], 1
     ),
-    "padding left at 0": lambda d: torch.where(d < 0, 0, _positions_loop(d)),
 }
 
 

@@ -9,6 +9,8 @@ notebook's widget only wires a dropdown to them, to the measured leaks and to th
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ...shift import (
@@ -173,13 +175,50 @@ def check_mask_cross_document_targets(fn) -> bool:
     )
 
 
+def _padding_queries_free(fn):
+    """``fn`` (a document mask) with the row of every padding query (document id -1) that reads
+    at least one key replaced by padding's own causal row: no real token reads padding and
+    padding is never scored, so what a padding query reads is the learner's to choose, as long
+    as it reads something (a query with no key gives attention nothing to average)."""
+
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
+    def mask(document_ids):
+        out = fn(document_ids)
+        doc = document_ids
+        if not (
+            isinstance(out, torch.Tensor)
+            and out.dtype == torch.bool
+            and out.shape == (*doc.shape, doc.shape[1])
+        ):
+            return out
+        own = (doc[:, :, None] == doc[:, None, :]) & torch.ones_like(out[0]).tril()
+        free = (doc < 0) & out.any(-1)  # padding queries that read something
+        return torch.where(free[..., None], own, out)
+
+    return mask
+
+
+def _padding_positions_free(fn):
+    """``fn`` (position ids) with padding's positions (document id -1) set to 0: padding is
+    never scored and no real token reads it, so any position there is right."""
+
+    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
+    def positions(document_ids):
+        out = fn(document_ids)
+        if isinstance(out, torch.Tensor) and out.shape == document_ids.shape:
+            return out.masked_fill(document_ids < 0, 0)
+        return out
+
+    return positions
+
+
 def check_document_causal_mask(fn) -> bool:
     cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(2))]
     return check(
         "document_causal_mask",
-        fn,
-        document_causal_mask,
+        _padding_queries_free(fn),
+        _padding_queries_free(document_causal_mask),
         cases,
         forbid={"lmcore.shift.document_causal_mask": _WRITE},
         explain=explain_document_mask,
@@ -250,8 +289,8 @@ def check_position_ids(fn) -> bool:
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(4))]
     return check(
         "position ids for packed documents",
-        fn,
-        _restart_positions,
+        _padding_positions_free(fn),
+        _padding_positions_free(_restart_positions),
         cases,
         forbid={"lmcore.shift.pack_documents": _WRITE, "lmcore.shift._restart_positions": _WRITE},
         explain=explain_position_ids,
