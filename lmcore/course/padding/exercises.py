@@ -123,8 +123,9 @@ def check_sliding_window_perplexity(fn, quiet: bool = False):
         forbid=_NO_WINDOW_REFERENCE,
         quiet=quiet,
         hint=(
-            "With overlapping windows, is any token scored twice in your total? And when you combine "
-            "the windows, does one with few scored tokens count as much as a full one?",
+            "Which window scores each token in your total: exactly one, and the one that gives it the "
+            "most context? And when you combine the windows, does one with few scored tokens count as "
+            "much as a full one?",
             "score every token once (-100 on the targets an earlier window already scored) and "
             "combine the windows token-weighted.",
         ),
