@@ -2,6 +2,7 @@
 hand-written fake models (a perfect adder, an off-by-one adder), the corpus generator itself."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -30,6 +31,22 @@ def test_held_out_sums_are_symmetric_off_diagonal_and_fixed():
 def _operands(doc):
     parts = TOK.decode(doc).split()
     return int(parts[1]), int(parts[3])
+
+
+def test_training_sum_counts_against_the_generated_texts():
+    from lmcore.course.floor.run import floor_corpus
+
+    for high, ops in ((9, ("+",)), (99, ("+", "-", "*"))):
+        corpus = floor_corpus(high=high, ops=ops, n_documents=500)
+        texts = chat_arithmetic(500, seed=0, high=high, ops=ops)
+        assert corpus.train + corpus.val == [TOK.encode(t) for t in texts]
+        expected = {}
+        for t in texts[:450]:  # the training turns: all but the last 10%
+            m = re.fullmatch(r"<user> (\d+) [-+*] (\d+) = <assistant> -?\d+ \.", t)
+            key = (int(m.group(1)), int(m.group(2)))
+            expected[key] = expected.get(key, 0) + 1
+        counts = S.training_sum_counts(corpus)
+        assert dict(counts) == expected and sum(counts.values()) == len(corpus.train) == 450
 
 
 def test_held_out_run_removes_the_sums_from_training_only():

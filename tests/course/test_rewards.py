@@ -257,6 +257,67 @@ def test_counted_flops_are_six_per_weight_per_token():
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_weight_matrix_entries_count_a_tied_matrix_once():
+    a, b = nn.Linear(4, 4), nn.Linear(4, 3, bias=False)
+    tied = nn.Sequential(a, nn.LayerNorm(4), nn.Linear(4, 4), b)
+    tied[2].weight = a.weight
+    assert RC.weight_matrix_entries(tied) == 16 + 12  # no bias, no LayerNorm gain, a's matrix once
+    model = _tiny_gpt(13, block=8)
+    assert model.lm_head.weight is model.wte.weight  # tied: counted once, with the head's matmul
+    # the counter's total is 6 per matrix entry per token: it sees no attention product
+    x = torch.randint(0, 13, (2, 8), generator=torch.Generator().manual_seed(2))
+    assert RC.counted_train_flops(model, x) == 6 * RC.weight_matrix_entries(model) * x.numel()
+
+
+def test_attention_pair_flops_against_a_counted_naive_attention():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    n_layer, D, N, L, H = 3, 8, 2, 5, 2
+    q, k, v = (torch.randn(N, H, L, D // H, requires_grad=True) for _ in range(3))
+    with FlopCounterMode(display=False) as counter:
+        for _ in range(n_layer):  # the products written as plain matmuls, which the counter sees
+            y = torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+            y.sum().backward()
+    assert RC.attention_pair_flops(n_layer, D, N, L) == counter.get_total_flops()
+    with pytest.raises(TypeError, match="length"):
+        RC.attention_pair_flops(1, 8, 2, 5.0)
+
+
+def test_count_model_loss_against_a_naive_loop():
+    gen = torch.Generator().manual_seed(3)
+    train, held = torch.randint(0, 5, (200,), generator=gen), torch.randint(0, 5, (60,), generator=gen)
+    for context, k in ((0, 1.0), (1, 0.5), (2, 0.25)):
+        nll = 0.0
+        for t in range(context, len(held)):
+            ctx = held[t - context : t].tolist()
+            follow = [
+                int(train[i]) for i in range(context, len(train)) if train[i - context : i].tolist() == ctx
+            ]
+            nll -= math.log((follow.count(int(held[t])) + k) / (len(follow) + 5 * k))
+        assert RC.count_model_loss(train, held, 5, context=context, k=k) == pytest.approx(
+            nll / (len(held) - context), abs=1e-12
+        )
+    # a text that repeats one pair: the previous token gives the next one away
+    ab = torch.tensor([0, 1] * 50)
+    assert RC.count_model_loss(ab, ab, 2, context=1, k=1e-6) < 1e-4
+    assert RC.count_model_loss(ab, ab, 2, context=0) == pytest.approx(math.log(2))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(train_ids=[0.5, 1.0], eval_ids=[0, 1], vocab_size=2), TypeError, "train_ids"),
+        (dict(train_ids=[0, 2], eval_ids=[0, 1], vocab_size=2), ValueError, "train_ids"),
+        (dict(train_ids=[0, 1], eval_ids=[0], vocab_size=2, context=1), ValueError, "eval_ids"),
+        (dict(train_ids=[0, 1], eval_ids=[0, 1], vocab_size=2, context=3), ValueError, "context"),
+        (dict(train_ids=[0, 1], eval_ids=[0, 1], vocab_size=2, k=0), ValueError, "k"),
+    ],
+)
+def test_count_model_loss_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        RC.count_model_loss(**kwargs)
+
+
 class _Toy(nn.Module):
     """Logits of a fixed rule: copy the current token (``copy``) or ignore the input."""
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from ...data import corpus_fingerprint, load_corpus
+from ...data import corpus_fingerprint
 from .lesson import RANGES
-from .run import N_DOCUMENTS, floor_config, train_floor_run
+from .run import N_DOCUMENTS, floor_config, floor_corpus, train_floor_run
 
 __all__ = [
     "EXPLORER_RUNS",
@@ -52,7 +52,7 @@ def _overrides(steps: int) -> dict:
 
 def run_record(high: int, ops: str, steps: int) -> dict:
     """What identifies a run: its setting, its config and its corpus's fingerprint (no training)."""
-    corpus = load_corpus("chat-arithmetic", n_documents=N_DOCUMENTS, seed=0, low=0, high=high, ops=tuple(ops))
+    corpus = floor_corpus(high=high, ops=tuple(ops), n_documents=N_DOCUMENTS, seed=0)
     return {
         "high": high,
         "ops": ops,

@@ -12,7 +12,7 @@ from ...model import GPT
 from ...train import train
 from ...train.presets import model_config, preset
 
-__all__ = ["N_DOCUMENTS", "floor_config", "float64_run", "train_floor_run"]
+__all__ = ["N_DOCUMENTS", "floor_config", "floor_corpus", "float64_run", "train_floor_run"]
 
 N_DOCUMENTS = 4000  # chat-arithmetic turns per run: 3,600 to train on, 400 to validate
 
@@ -24,6 +24,13 @@ def floor_config(**overrides):
         corpus="chat-arithmetic", batch_size=64, lr=1.5e-2, min_lr=1.5e-3, eval_interval=25, eval_batches=8
     )
     return preset("tiny", **{**base, **overrides})
+
+
+def floor_corpus(*, low: int = 0, high: int = 9, ops=("+",), n_documents: int = N_DOCUMENTS, seed: int = 0):
+    """The chat-arithmetic turns a floor run trains and validates on (the last 10% validate)."""
+    return load_corpus(
+        "chat-arithmetic", n_documents=n_documents, seed=seed, low=low, high=high, ops=tuple(ops)
+    )
 
 
 def float64_run(corpus, seed: int, overrides: dict, callback=None):
@@ -52,7 +59,5 @@ def train_floor_run(
     order differs between vector kernels and the run amplifies it), so the notebook checks the
     result against tolerances, not digits.
     """
-    corpus = load_corpus(
-        "chat-arithmetic", n_documents=n_documents, seed=seed, low=low, high=high, ops=tuple(ops)
-    )
+    corpus = floor_corpus(low=low, high=high, ops=ops, n_documents=n_documents, seed=seed)
     return float64_run(corpus, seed, overrides, callback)

@@ -8,6 +8,7 @@ sums (both orders) are kept out of training, and every sum is scored on its own 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 import torch
@@ -16,7 +17,13 @@ from ...data import DocumentCorpus, chat_arithmetic
 from .lesson import TOK
 from .run import float64_run
 
-__all__ = ["held_out_sums", "train_held_out_run", "answer_scores", "compare_seen_and_held_out"]
+__all__ = [
+    "held_out_sums",
+    "training_sum_counts",
+    "train_held_out_run",
+    "answer_scores",
+    "compare_seen_and_held_out",
+]
 
 
 def held_out_sums(n_pairs: int = 10, *, seed: int = 0, high: int = 9) -> frozenset:
@@ -32,6 +39,13 @@ def held_out_sums(n_pairs: int = 10, *, seed: int = 0, high: int = 9) -> frozens
 def _operands(text: str) -> tuple:
     parts = text.split()  # "<user> a + b = <assistant> c ."
     return int(parts[1]), int(parts[3])
+
+
+def training_sum_counts(corpus) -> Counter:
+    """How often each sum ``(a, b)`` occurs among the training turns of a chat-arithmetic
+    ``corpus`` (any operator): a Counter of the operand pairs that occur, so ``len`` of it is
+    the number of distinct sums the training turns hold."""
+    return Counter(_operands(TOK.decode(d)) for d in corpus.train)
 
 
 def train_held_out_run(held_out, *, n_documents: int = 4000, seed: int = 0, **overrides):

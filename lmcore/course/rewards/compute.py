@@ -1,15 +1,31 @@
 """Notebook 10, compute and generation: what one training step costs (C = 6 N D, counted by
-PyTorch's FLOP counter), how many targets a causal and a masked LM get per sequence, and the
-extra loss after one wrong token in the prefix (exposure bias) at any temperature.
+PyTorch's FLOP counter, and attention's own products that it leaves out), how many targets a
+causal and a masked LM get per sequence, the extra loss after one wrong token in the prefix
+(exposure bias) at any temperature, and the held-out loss of count models that read no context
+or one previous token (what a model that uses little context is measured against).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..._validate import require_int_scalar, require_real, require_tensor
+from ..._validate import (
+    require_ids_in_range,
+    require_int_scalar,
+    require_real,
+    require_tensor,
+    require_token_ids,
+)
 
-__all__ = ["training_flops", "supervised_targets", "counted_train_flops", "injected_error_gap"]
+__all__ = [
+    "training_flops",
+    "supervised_targets",
+    "counted_train_flops",
+    "weight_matrix_entries",
+    "attention_pair_flops",
+    "injected_error_gap",
+    "count_model_loss",
+]
 
 
 def training_flops(n_params: int, n_tokens: int) -> int:
@@ -43,6 +59,30 @@ def counted_train_flops(model, input_ids) -> int:
     return int(counter.get_total_flops())
 
 
+def weight_matrix_entries(model) -> int:
+    """Entries of the weight matrices of the model's ``nn.Linear`` layers (a tied matrix once):
+    the parameters that take part in a matmul, without biases, LayerNorm gains or embeddings
+    that are only looked up."""
+    seen, total = set(), 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and id(m.weight) not in seen:
+            seen.add(id(m.weight))
+            total += m.weight.numel()
+    return total
+
+
+def attention_pair_flops(n_layer: int, n_embd: int, n_rows: int, length: int) -> int:
+    """FLOPs of attention's own products over every (query, key) pair of ``n_rows`` rows of
+    ``length`` tokens, forward and backward: ``Q K^T`` and the weighted sum of ``V``, each
+    ``2 L^2 D`` per layer and row forward, three times that with the backward:
+    ``12 n_layer N L^2 D``. No weight takes part, so ``6 N D`` leaves them out."""
+    n_layer, n_embd, n_rows, length = (
+        require_int_scalar(name, v, min=1)
+        for name, v in (("n_layer", n_layer), ("n_embd", n_embd), ("n_rows", n_rows), ("length", length))
+    )
+    return 12 * n_layer * n_rows * length**2 * n_embd
+
+
 @torch.no_grad()
 def injected_error_gap(
     model, rows, *, at: int, horizon: int = 5, temperature: float = 1.0, seed: int = 0
@@ -67,3 +107,31 @@ def injected_error_gap(
         out[name] = -lp.gather(2, rows[:, at + 1 : at + 1 + horizon, None])[..., 0].mean(0)
     model.train(was)
     return out
+
+
+def count_model_loss(train_ids, eval_ids, vocab_size: int, *, context: int = 1, k: float = 0.5) -> float:
+    """Mean loss (nats per token) on ``eval_ids`` of a count model built from ``train_ids``: the
+    next token's frequencies after the ``context`` tokens before it (0: none, the unigram model;
+    1: the previous token, the bigram model), each count plus ``k`` (add-k smoothing, so no token
+    gets probability 0). The first ``context`` tokens of ``eval_ids`` are not scored."""
+    V = require_int_scalar("vocab_size", vocab_size, min=1)
+    c = require_int_scalar("context", context, min=0, max=2)
+    k = require_real("k", k, min=0.0, min_inclusive=False)
+    train_ids, eval_ids = (
+        require_ids_in_range(name, require_token_ids(name, ids).flatten(), V)
+        for name, ids in (("train_ids", train_ids), ("eval_ids", eval_ids))
+    )
+    for name, ids in (("train_ids", train_ids), ("eval_ids", eval_ids)):
+        if len(ids) <= c:
+            raise ValueError(f"{name} must hold more than context = {c} ids; got {len(ids)}.")
+
+    def index(ids):  # each scored position: its context and itself as one number in [0, V^(c+1))
+        n = len(ids) - c
+        out = torch.zeros(n, dtype=torch.long)
+        for j in range(c + 1):
+            out = out * V + ids[j : j + n]
+        return out
+
+    counts = torch.bincount(index(train_ids), minlength=V ** (c + 1)).double().view(-1, V)
+    probs = (counts + k) / (counts.sum(1, keepdim=True) + k * V)
+    return float(-probs.view(-1)[index(eval_ids)].log().mean())

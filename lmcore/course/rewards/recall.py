@@ -110,7 +110,7 @@ def plot_recall(records: list[dict], *, n_answers: int = 10, title: str | None =
         )
     ax.axhline(math.log(n_answers), color=COLORS["floor"], ls=":", label=f"ln {n_answers}: a blind guess")
     ax.set(
-        xlabel="step", ylabel="loss (nats)", title=title or "The mean loss falls first; the facts come later"
+        xlabel="step", ylabel="loss (nats)", title=title or "The mean loss and the answer losses over a run"
     )
     ax.legend(fontsize=8)
     return fig
