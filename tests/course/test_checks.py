@@ -471,3 +471,35 @@ def test_a_judge_grades_against_a_goal_so_every_right_answer_passes(capsys):
 
     check("evens", stub, None, cases, judge=evens)
     assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_free_takes_the_reference_values_only_where_the_learner_may_choose(capsys):
+    """free= copies the reference's values into the learner's result where they are the
+    learner's to choose (here: position 0 of every row of labels, which the shift drops), after
+    the call: the reference is not wrapped, a difference elsewhere still fails and names its
+    position, and a result of another dtype or shape is left for the comparison to name."""
+    from lmcore.course.checks import first_label_free
+
+    calls = []
+
+    def reference(x):
+        calls.append(x.clone())
+        return x.masked_fill(x == 0, -100)
+
+    cases = [Case((torch.tensor([[0, 3, 0, 4], [5, 0, 6, 7]]),))]
+    differs_at_0 = lambda x: reference(x).index_fill(1, torch.tensor([0]), 9)  # noqa: E731
+    assert not check("labels", differs_at_0, reference, cases)
+    capsys.readouterr()
+    assert check("labels", differs_at_0, reference, cases, free=first_label_free)
+    assert torch.equal(calls[-1], cases[0].args[0])  # the reference saw the case as it is
+
+    def differs_at_2(x):
+        out = reference(x)
+        out[1, 2] = -100
+        return out
+
+    assert not check("labels", differs_at_2, reference, cases, free=first_label_free)
+    assert "[1, 2]" in capsys.readouterr().out
+    as_float = lambda x: reference(x).float()  # noqa: E731
+    assert not check("labels", as_float, reference, cases, free=first_label_free)
+    assert "dtype" in capsys.readouterr().out

@@ -38,6 +38,7 @@ __all__ = [
     "answer_digest",
     "apart",
     "first_label_free",
+    "same_layout",
     "run_learner",
     "LearnerRun",
     "say_line",
@@ -271,7 +272,7 @@ def _judged(case: Case, expected, got, *, judge, atol, rtol) -> tuple[str | None
 def check(
     name: str,
     fn: Callable,
-    reference: Callable,
+    reference: Callable | None,
     cases: Iterable,
     *,
     hint: str | tuple[str, str] = "",
@@ -283,6 +284,7 @@ def check(
     ratio_hints: dict[float, str] | None = None,
     explain: Callable[..., str] | None = None,
     judge: Callable[..., tuple[str, str]] | None = None,
+    free: Callable[[tuple, Any, Any], Any] | None = None,
 ) -> CheckResult:
     """Grade ``fn`` against ``reference`` on ``cases`` (``Case`` objects or tuples of args).
 
@@ -297,7 +299,10 @@ def check(
     in for the nudge. ``atol`` may be a function of a case's arguments (e.g. :func:`float32_atol`).
     Where several results are right, ``judge(*args, got) -> (what, question)`` grades against the
     exercise's goal instead (``what``: the failure, ``""`` if none; ``question``: for the nudge), and
-    ``reference`` (pass None) is never called."""
+    ``reference`` (pass None) is never called. Where only some entries of a result are the learner's
+    to choose (a label the shift drops, what padding reads), ``free(args, expected, got)`` returns
+    ``got`` with the reference's values in those entries, before the comparison; the reference
+    itself is never changed."""
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
     ]
@@ -328,6 +333,8 @@ def check(
                 quiet,
                 False,
             )
+        if free is not None and not judge:
+            got = free(case.args, expected, got)
         why, question = _judged(case, expected, got, judge=judge, atol=atol, rtol=rtol)
         if not why and no_mutation and _mutated(case, args, kwargs):
             # the whole diagnosis: the exercise's hint is about another mistake
@@ -345,21 +352,25 @@ def check(
     return say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
 
 
-def first_label_free(fn: Callable) -> Callable:
-    """``fn`` (a labels exercise or its reference, returning ``(N, L)`` labels) with the label at
-    position 0 of every row set to -100 in its result: the shift drops that label, so it is
-    never anyone's target, and a learner's labels that differ from the reference only there are
-    as right as the reference's. Anything but a 2-D tensor is returned as it is."""
+def same_layout(expected, got) -> bool:
+    """True when ``got`` is a tensor of ``expected``'s shape and dtype: where a ``free=`` function
+    may copy the reference's values into it (anything else is left for the comparison to name)."""
+    return (
+        isinstance(expected, torch.Tensor)
+        and isinstance(got, torch.Tensor)
+        and got.shape == expected.shape
+        and got.dtype == expected.dtype
+    )
 
-    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
-    def labels(*args, **kwargs):
-        out = fn(*args, **kwargs)
-        if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[1] > 0:
-            out = out.clone()
-            out[:, 0] = -100
-        return out
 
-    return labels
+def first_label_free(args: tuple, expected, got):
+    """``free=`` of a labels exercise (``(N, L)`` labels): the label at position 0 of every row is
+    the learner's, since the shift drops it and it is never anyone's target; labels that differ
+    from the reference only there are as right as the reference's."""
+    if same_layout(expected, got) and got.dim() == 2 and got.shape[1] > 0:
+        got = got.clone()
+        got[:, 0] = expected[:, 0]
+    return got
 
 
 def answer_digest(name: str, key, answer) -> str:

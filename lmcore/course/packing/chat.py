@@ -112,9 +112,10 @@ def check_chat_labels(fn) -> bool:
         cases.append(Case((chat_batch([_turn(g) for _ in range(3)]),), label=f"random chat rows {k}"))
     return check(
         "chat_labels",
-        first_label_free(fn),
-        first_label_free(chat_labels),
+        fn,
+        chat_labels,
         cases,
+        free=first_label_free,
         forbid={
             "lmcore.course.packing.chat.chat_labels": "write the mask yourself",
             "lmcore.course.packing.chat.multi_turn_labels": "write the mask yourself",
@@ -142,9 +143,10 @@ def check_multi_turn_labels(fn) -> bool:
     ]
     return check(
         "multi_turn_labels",
-        first_label_free(fn),
-        first_label_free(multi_turn_labels),
+        fn,
+        multi_turn_labels,
         cases,
+        free=first_label_free,
         forbid={
             "lmcore.course.packing.chat.multi_turn_labels": "write the scan yourself",
             # Exercise 5's reference applied turn by turn is right too: refused (issue 38)

@@ -9,8 +9,6 @@ notebook's widget only wires a dropdown to them, to the measured leaks and to th
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from ...shift import (
@@ -21,7 +19,7 @@ from ...shift import (
     mask_cross_document_targets,
     pack_documents,
 )
-from ..checks import Case, check, first_label_free
+from ..checks import Case, check, first_label_free, same_layout
 from ..toys import BOS, EOS, PAD, WordTokenizer
 from .diagnoses import explain_boundary_targets, explain_document_mask, explain_position_ids, packing_fault
 
@@ -160,9 +158,10 @@ def check_mask_cross_document_targets(fn) -> bool:
         cases.append(Case((torch.where(doc >= 0, labels, IGNORE_INDEX), doc), label=f"random {k}"))
     return check(
         "mask_cross_document_targets",
-        first_label_free(fn),
-        first_label_free(mask_cross_document_targets),
+        fn,
+        mask_cross_document_targets,
         cases,
+        free=first_label_free,
         forbid={"lmcore.shift.mask_cross_document_targets": _WRITE, "lmcore.shift.pack_documents": _WRITE},
         explain=explain_boundary_targets,
         hint=(
@@ -175,41 +174,25 @@ def check_mask_cross_document_targets(fn) -> bool:
     )
 
 
-def _padding_queries_free(fn):
-    """``fn`` (a document mask) with the row of every padding query (document id -1) that reads
-    at least one key replaced by padding's own causal row: no real token reads padding and
-    padding is never scored, so what a padding query reads is the learner's to choose, as long
-    as it reads something (a query with no key gives attention nothing to average)."""
-
-    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
-    def mask(document_ids):
-        out = fn(document_ids)
-        doc = document_ids
-        if not (
-            isinstance(out, torch.Tensor)
-            and out.dtype == torch.bool
-            and out.shape == (*doc.shape, doc.shape[1])
-        ):
-            return out
-        own = (doc[:, :, None] == doc[:, None, :]) & torch.ones_like(out[0]).tril()
-        free = (doc < 0) & out.any(-1)  # padding queries that read something
-        return torch.where(free[..., None], own, out)
-
-    return mask
+def _padding_queries_free(args, expected, got):
+    """``free=`` of the document-mask exercise: the row of a padding query (document id -1) that
+    reads at least one key is the learner's. No real token reads padding and padding is never
+    scored, so what a padding query reads is the learner's to choose, as long as it reads
+    something (a query with no key gives attention nothing to average)."""
+    (document_ids,) = args
+    if not (same_layout(expected, got) and got.shape[:2] == document_ids.shape):
+        return got
+    free = (document_ids < 0) & got.any(-1)  # padding queries that read something
+    return torch.where(free[..., None], expected, got)
 
 
-def _padding_positions_free(fn):
-    """``fn`` (position ids) with padding's positions (document id -1) set to 0: padding is
-    never scored and no real token reads it, so any position there is right."""
-
-    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
-    def positions(document_ids):
-        out = fn(document_ids)
-        if isinstance(out, torch.Tensor) and out.shape == document_ids.shape:
-            return out.masked_fill(document_ids < 0, 0)
-        return out
-
-    return positions
+def _padding_positions_free(args, expected, got):
+    """``free=`` of the position-ids exercise: padding's positions (document id -1) are the
+    learner's, since padding is never scored and no real token reads it."""
+    (document_ids,) = args
+    if not (same_layout(expected, got) and got.shape == document_ids.shape):
+        return got
+    return torch.where(document_ids < 0, expected, got)
 
 
 def check_document_causal_mask(fn) -> bool:
@@ -217,9 +200,10 @@ def check_document_causal_mask(fn) -> bool:
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(2))]
     return check(
         "document_causal_mask",
-        _padding_queries_free(fn),
-        _padding_queries_free(document_causal_mask),
+        fn,
+        document_causal_mask,
         cases,
+        free=_padding_queries_free,
         forbid={"lmcore.shift.document_causal_mask": _WRITE},
         explain=explain_document_mask,
         hint=(
@@ -289,9 +273,10 @@ def check_position_ids(fn) -> bool:
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(4))]
     return check(
         "position ids for packed documents",
-        _padding_positions_free(fn),
-        _padding_positions_free(_restart_positions),
+        fn,
+        _restart_positions,
         cases,
+        free=_padding_positions_free,
         forbid={"lmcore.shift.pack_documents": _WRITE, "lmcore.shift._restart_positions": _WRITE},
         explain=explain_position_ids,
         hint=(

@@ -69,9 +69,10 @@ def check_eos_padded_labels(fn, quiet: bool = False):
     ]
     return check(
         "eos_padded_labels",
-        first_label_free(fn),
-        first_label_free(eos_padded_labels),
+        fn,
+        eos_padded_labels,
         cases,
+        free=first_label_free,
         forbid=_NO_LABEL_HELPERS,
         quiet=quiet,
         hint=(

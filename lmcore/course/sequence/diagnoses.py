@@ -25,8 +25,8 @@ def _matches(got, candidate) -> bool:
 
 def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Each target's -log softmax over the last axis, 0 where the target is -100 (float64)."""
-    picked = torch.log_softmax(logits.double(), -1).gather(-1, targets.clamp(min=0)[..., None])[..., 0]
-    return torch.where(targets == IGNORE_INDEX, 0.0, -picked)
+    nll = F.cross_entropy(logits.double().movedim(-1, 1), targets, reduction="none")
+    return nll  # cross_entropy gives 0 where the target is ignore_index (-100)
 
 
 def _pairings(logits, labels) -> dict[str, torch.Tensor]:
