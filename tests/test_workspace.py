@@ -384,3 +384,19 @@ def test_a_replace_refused_while_the_file_is_open_is_retried_where_windows_refus
 def test_only_windows_retries_a_refused_replace():
     """On POSIX a PermissionError from os.replace is final (a folder not writable): no waiting."""
     assert ws.REPLACE_TRIES == (8 if os.name == "nt" else 1)
+
+
+def test_the_learners_readme_leaves_out_the_results_that_answer_predicts():
+    """The README's Results section quotes the notebooks' outcomes (09's final loss, the held-out
+    sums), which answer Predict prompts: the workspace's copy replaces it with a note, and keeps
+    every other section as it is."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    mine = ws.learner_files()["README.md"].decode("utf-8")
+    assert "## Results" in readme and "0.5498" in readme
+    assert "0.5498" not in mine and "leaves them out" in mine
+    sections = re.findall(r"^## (.+)$", readme, flags=re.M)
+    assert re.findall(r"^## (.+)$", mine, flags=re.M) == sections
+    after = readme.index("\n## ", readme.index("\n## Results\n") + 1)
+    assert mine.endswith(readme[after:]) and mine.startswith(readme[: readme.index("\n## Results\n")])
+    assert ws.learner_readme("# x\n## A\na\n") == "# x\n## A\na\n"
+    assert ws.learner_readme("# x\n## Results\nr\n") == "# x\n" + ws._RESULTS_LEFT_OUT

@@ -46,6 +46,7 @@ _BUGS = {
     "R": "correct",
     "S": "specials_masked",
     "T": "detached",
+    "U": "log_of_softmax",
 }
 
 
@@ -56,18 +57,29 @@ def _bugs_literal():
         "R": "correct",
         "S": "specials_masked",
         "T": "detached",
+        "U": "log_of_softmax",
     }
 
 
 def _bugs_zip():
     return dict(
-        zip("PQRST", ["mask_after_shift", "token_denominator", "correct", "specials_masked", "detached"])
+        zip(
+            "PQRSTU",
+            [
+                "mask_after_shift",
+                "token_denominator",
+                "correct",
+                "specials_masked",
+                "detached",
+                "log_of_softmax",
+            ],
+        )
     )
 
 
 def _bugs_reversed_ordered():  # filled in another order, an OrderedDict (a dict subclass)
     out = OrderedDict()
-    for letter in "TSRQP":
+    for letter in "UTSRQP":
         out[letter] = _BUGS[letter]
     return out
 
@@ -101,7 +113,7 @@ def _bugs_by_sha256():  # the same search with hashlib itself
 
 
 def _bugs_by_the_checker():  # an oracle search through the checker (one probe shown)
-    guess = {letter: "correct" for letter in "PQRST"}
+    guess = {letter: "correct" for letter in "PQRSTU"}
     DX.check_mystery(lambda: guess)
     return guess
 
@@ -121,7 +133,10 @@ ANSWERS["name_the_bugs"] = Answers(
         "S_eos_is_pad": _bugs_with(S="eos_is_pad"),
         "T_batch_means": _bugs_with(T="batch_means"),
         "R_and_T_swapped": _bugs_with(R="detached", T="correct"),
-        "everything_correct": lambda: dict.fromkeys("PQRST", "correct"),
+        "everything_correct": lambda: dict.fromkeys("PQRSTU", "correct"),
+        "U_correct_as_R_passes_every_row_too": _bugs_with(U="correct"),
+        "R_and_U_swapped": _bugs_with(R="log_of_softmax", U="correct"),
+        "U_softmax_first": _bugs_with(U="softmax_first"),
         "titles_not_keys": lambda: {k: DX.BUG_CHOICES[v] for k, v in _BUGS.items()},
         "lowercase_letters": lambda: {k.lower(): v for k, v in _BUGS.items()},
         "a_list_not_a_dict": lambda: list(_BUGS.values()),

@@ -178,6 +178,7 @@ ANSWERS = {
     "R": "correct",
     "S": "specials_masked",
     "T": "detached",
+    "U": "log_of_softmax",
 }
 # each mystery's signature, and the other cause of BUG_CHOICES that shares it (the lookup answer)
 MYSTERY_SIGNATURES = {
@@ -186,6 +187,7 @@ MYSTERY_SIGNATURES = {
     "R": ((), "packed_causal"),
     "S": (("eos_scored",), "eos_is_pad"),
     "T": (("all_scored", "equal_weights"), None),
+    "U": ((), "correct"),
 }
 
 
@@ -231,9 +233,9 @@ def test_check_mystery_rejects_plausible_wrong_answers(wrong, capsys, monkeypatc
 
     assert not ex.check_mystery(lambda: dict(ANSWERS, **wrong))
     out = capsys.readouterr().out
-    assert "✗" in out and "/5" not in out
+    assert "✗" in out and "/6" not in out
     # 'packed_causal' (the grid's "passes everything") is no cause of BUG_CHOICES: named as such
-    assert "not all 5 answers are right" in out or "is not one of the choices" in out
+    assert "not all 6 answers are right" in out or "is not one of the choices" in out
     # issue 38: no oracle: at the same turn every wrong set prints the same line (it used to name
     # the first wrong letter and count the right ones)
     if not set(wrong.values()) <= set(ex.BUG_CHOICES):
@@ -250,7 +252,7 @@ def test_check_mystery_asks_about_each_mystery_in_turn_and_names_no_answer(capsy
     from lmcore.course import checks
 
     monkeypatch.setattr(checks, "_TURNS", {})
-    for letter in "PQRSTP":
+    for letter in "PQRSTUP":
         assert not ex.check_mystery(lambda: dict(ANSWERS, R="detached"))
         out = capsys.readouterr().out
         assert f"A question on {letter!r}" in out
@@ -280,7 +282,7 @@ def test_check_mystery_refuses_a_search_of_the_key_or_of_the_checker(capsys):
         }
 
     def by_the_checker():
-        guess = dict.fromkeys("PQRST", "correct")
+        guess = dict.fromkeys("PQRSTU", "correct")
         ex.check_mystery(lambda: guess)
         return guess
 
@@ -497,3 +499,22 @@ def test_check_loss_fn_nudge_asks_without_the_rule():
 
     (nudge,), _ = hint_stages("check_loss_fn")
     assert "?" in nudge and "t + 1" not in nudge and "-100" not in nudge
+
+
+def test_u_passes_every_row_as_r_does_and_breaks_where_the_checklist_does_not_look(capsys):
+    """R and U share "all checks passed" (so the report does not name "correct"); on a target far
+    below another token U's loss is inf with a nan gradient, R's is the margin: against float64
+    F.cross_entropy, and the verdicts the reveal prints say so."""
+    assert ex.mystery_report("U").failed == ex.mystery_report("R").failed == ()
+    out = ex.show_underflow()
+    for margin, (r, u, u_finite) in out.items():
+        logits, ids, _ = ex._one_miss(margin)
+        want = F.cross_entropy(logits[0, :1].double(), ids[0, 1:]).item()
+        assert abs(r - want) < 1e-4 * max(1.0, want)
+        assert (
+            (abs(u - want) < 1e-4 * want and u_finite)
+            if margin < 100
+            else (u == float("inf") and not u_finite)
+        )
+    printed = capsys.readouterr().out
+    assert "to 0.001: yes" in printed and "from margin 120 on: yes" in printed and "NO" not in printed

@@ -58,6 +58,7 @@ __all__ = [
     "cells_sha",
     "sync_files",
     "learner_files",
+    "learner_readme",
     "build_workspace",
     "build_student_edition",
     "report",
@@ -247,6 +248,25 @@ def _notebook_bytes(nb) -> bytes:
     return (nbformat.writes(nb) + "\n").encode("utf-8")
 
 
+_RESULTS_LEFT_OUT = (
+    "## Results\n"
+    "The course's measured results (final losses, held-out sums, samples) answer some of the\n"
+    "notebooks' Predict prompts, so the learner's copy of this README leaves them out; they are in\n"
+    "the course repository's README, to read once you have finished the notebooks.\n\n"
+)
+
+
+def learner_readme(text: str) -> str:
+    """The README as the learner's workspace holds it: its ``## Results`` section (the outcomes
+    of the notebooks' runs, which answer Predict prompts) replaced by a note saying where it is."""
+    start = text.find("\n## Results\n")
+    if start < 0:
+        return text
+    end = text.find("\n## ", start + 1)
+    end = len(text) if end < 0 else end + 1
+    return text[: start + 1] + _RESULTS_LEFT_OUT + text[end:]
+
+
 def learner_files(
     src_dir=None, *, prefix: str = "notebooks/", extras: bool = True, solutions: bool = True
 ) -> dict:
@@ -269,7 +289,7 @@ def learner_files(
         table = "\n".join(f"- [{p.stem}]({prefix}{p.name})" for p in paths)
         files["START_HERE.md"] = START_PAGE.format(table=table).encode()
         if (repo / "README.md").is_file():
-            files["README.md"] = (repo / "README.md").read_bytes()
+            files["README.md"] = learner_readme((repo / "README.md").read_text("utf-8")).encode("utf-8")
         for fig in sorted((repo / "figures").glob("*.png")):
             files[f"figures/{fig.name}"] = fig.read_bytes()
     return files

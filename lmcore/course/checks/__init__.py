@@ -299,10 +299,8 @@ def check(
     in for the nudge. ``atol`` may be a function of a case's arguments (e.g. :func:`float32_atol`).
     Where several results are right, ``judge(*args, got) -> (what, question)`` grades against the
     exercise's goal instead (``what``: the failure, ``""`` if none; ``question``: for the nudge), and
-    ``reference`` (pass None) is never called. Where only some entries of a result are the learner's
-    to choose (a label the shift drops, what padding reads), ``free(args, expected, got)`` returns
-    ``got`` with the reference's values in those entries, before the comparison; the reference
-    itself is never changed."""
+    ``reference`` (pass None) is never called. ``free(args, expected, got)`` returns ``got`` with the
+    reference's values where the learner may choose (a label the shift drops, what padding reads)."""
     cases = [
         c if isinstance(c, Case) else Case(tuple(c) if isinstance(c, (tuple, list)) else (c,)) for c in cases
     ]

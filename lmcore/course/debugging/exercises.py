@@ -7,15 +7,18 @@
    position it grades wrongly (:func:`explain_loss`). It comes before the mysteries, whose code
    holds a correct padded loss (R) that would otherwise be its template; the worked loss is shown
    after its check (:func:`show_completion_loss`).
-2. ``name_the_bugs`` (section 8): five unseen pipelines, shown as code (:func:`show_mystery`); their
+2. ``name_the_bugs`` (section 8): six unseen pipelines, shown as code (:func:`show_mystery`); their
    ``run_checks`` reports narrow each one to a class of bug, reading the code decides which
-   member (each mystery's signature is shared by another cause of :data:`BUG_CHOICES`).
+   member: five of the six signatures are shared by another cause of :data:`BUG_CHOICES`, two of
+   them (R and U) by passing every row, so that "all checks passed" does not name "correct".
+   After the check, :func:`show_underflow` shows what the checklist's moderate logits hide.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +38,7 @@ __all__ = [
     "mystery_pipelines",
     "show_mystery",
     "mystery_report",
+    "show_underflow",
     "check_mystery",
     "check_loss_fn",
     "explain_loss",
@@ -59,6 +63,7 @@ BUG_CHOICES = {  # causes, finer than the signatures: some pairs share one
     "sees_future": "the model sees the future",
     "ignores_mask": "the model is called without the attention mask",
     "no_position_reset": "left padding without position reset",
+    "log_of_softmax": "the log taken of a softmax's output",
 }
 
 
@@ -96,7 +101,14 @@ def loss_t(logits, input_ids, attention_mask):
     return (head + rest) / (labels != -100).sum()
 
 
-_MYSTERIES = {"P": loss_p, "Q": loss_q, "R": loss_r, "S": loss_s, "T": loss_t}
+def loss_u(logits, input_ids, attention_mask):
+    labels = input_ids.masked_fill(attention_mask == 0, -100)[:, 1:]
+    keep = labels != -100
+    p = torch.softmax(logits[:, :-1], -1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    return -(torch.log(p) * keep).sum() / keep.sum()
+
+
+_MYSTERIES = {"P": loss_p, "Q": loss_q, "R": loss_r, "S": loss_s, "T": loss_t, "U": loss_u}
 # the answers as answer_digest("name_the_bugs", letter, cause): the key does not give them away
 _MYSTERY_KEY = {
     "P": "ebb7d0a7dfc7e621b9a8937184df4d7c4b263dcf961156c27d5ae6df5f21209e",
@@ -104,11 +116,12 @@ _MYSTERY_KEY = {
     "R": "632c4df98fb260a6d2a976527a28566f23c51e61cb9c68d1b1c26334e2139f65",
     "S": "cd428ed84c22b90181b2229c55d398d72436929f4addc09e65a35a792e6fa74f",
     "T": "872d70375f821331a1c58d75112841a9f25ca2f3733447d176ea5506096f7074",
+    "U": "5d412e3d0b5f827a8358f098dd581490ff7afb230bd7f48a2dd17b88428667ed",
 }
 
 
 def mystery_pipelines(seed: int = 0) -> dict:
-    """Five pipelines ``{letter: (forward, loss_fn)}`` on one fresh tiny GPT called the correct
+    """Six pipelines ``{letter: (forward, loss_fn)}`` on one fresh tiny GPT called the correct
     way (padding as its own document, positions from the mask); only the losses differ."""
     model = pipeline_gpt(seed)
     forward = lambda ids, mask: forward_with_mask(model, ids, mask)  # noqa: E731
@@ -142,6 +155,8 @@ _HINTS = {  # one question per mystery: a failure asks one of them, in turn (see
     "turn into -100?",
     "T": "all_scored and equal_weights fail; which positions change the value but get no gradient, "
     "and which line decides that?",
+    "U": "no row fails, as for R; the checklist's logits are moderate: what would this loss return "
+    "for a target whose logit is 120 below another token's, in float32, and would R return the same?",
 }
 
 _NO_SEARCH = "that searches the answer key: read each mystery's code and report instead"
@@ -156,16 +171,16 @@ _FORBID_SEARCH = {
 
 
 def check_mystery(answers_fn):
-    """Grade ``answers_fn() -> {letter: key of BUG_CHOICES}`` for the five mysteries.
+    """Grade ``answers_fn() -> {letter: key of BUG_CHOICES}`` for the six mysteries.
 
     The key holds salted digests (:func:`lmcore.course.checks.answer_digest`, salted with the
     exercise's name and the letter), so reading it gives nothing away; with 17 choices a search
     over them would, so ``answers_fn`` may not hash (``answer_digest``, ``hashlib``) nor call
-    this checker. A failure is no oracle: it says that not all five are right, never how many
+    this checker. A failure is no oracle: it says that not all six are right, never how many
     nor which (a count, or "P is wrong", lets a learner change one letter at a time until the
     line moves). The one question it adds is about the mystery whose turn it is, P on the first
     failure, Q on the second and so on: a rule that depends on the number of tries only, never on
-    the answers, so it tells nothing about which is right, and five failures have asked about
+    the answers, so it tells nothing about which is right, and six failures have asked about
     every mystery once. An answer that is not a key of BUG_CHOICES, or a missing letter, is
     named: that says nothing about the key either."""
     return check_choices(
@@ -181,9 +196,50 @@ def check_mystery(answers_fn):
             "a failing check narrows the causes, the code decides between them: padding_unscored "
             "asks on which side (input or target) the mask sets -100, zero_logits what a count "
             "counts, eos_scored whether PAD and EOS are one id, all_scored which positions the "
-            "gradient never reaches; where no check fails, read the code line by line.",
+            "gradient never reaches; where no check fails, read the code line by line and ask what it "
+            "does with logits far larger than the checklist's.",
         ),
     )
+
+
+def _one_miss(margin: float) -> tuple:
+    """One row of two real tokens whose one target's logit is ``margin`` below another token's
+    (float32), as ``(logits, input_ids, attention_mask)``."""
+    ids = torch.tensor([[2, 3]])
+    logits = torch.zeros(1, 2, V)
+    logits[0, 0, 4] = margin  # token 4 leads the target (3) by the margin
+    return logits, ids, torch.ones_like(ids)
+
+
+def show_underflow(margins=(20.0, 60.0, 120.0, 200.0)) -> dict:
+    """The reveal after ``name_the_bugs``: R and U, which pass every row of the checklist, on one
+    target whose logit is ``margin`` below another token's (float32). R's loss is the margin (plus
+    ln(1 + 15 e^-margin), below 1e-7 here); U's softmax gives the target exactly 0 once ``e^-margin`` is below float32's
+    smallest number, and log 0 = -inf makes the loss inf and its gradient nan. Prints a row per
+    margin and the two verdicts; returns ``{margin: (R, U, U's gradient finite)}``."""
+    out = {}
+    print(f"{'margin':>7s} {'R':>9s} {'U':>9s}  U's gradient finite")
+    for margin in margins:
+        values = []
+        for loss in (loss_r, loss_u):
+            logits, ids, mask = _one_miss(margin)
+            logits.requires_grad_(True)
+            value = loss(logits, ids, mask)
+            value.backward()
+            values.append((value.item(), bool(torch.isfinite(logits.grad).all())))
+        out[margin] = (values[0][0], values[1][0], values[1][1])
+        print(f"{margin:7.0f} {values[0][0]:9.3f} {values[1][0]:9.3f}  {'yes' if values[1][1] else 'no'}")
+    r_right = all(abs(r - m) < 1e-3 for m, (r, _, _) in out.items())
+    u_breaks = [m for m, (_, u, finite) in out.items() if u == float("inf") and not finite]
+    print(f"R's loss is the margin at every margin, to 0.001: {'yes' if r_right else 'NO'}")
+    print(
+        f"U's loss is inf and its gradient nan from margin {min(u_breaks, default=float('nan')):.0f} on: "
+        f"{'yes' if u_breaks and u_breaks == [m for m in margins if m >= min(u_breaks)] else 'NO'}"
+    )
+    for dtype in (torch.float32, torch.float16):
+        f = torch.finfo(dtype)
+        print(f"{str(dtype):14s} the smallest number above 0 is e^{math.log(f.tiny * f.eps):.1f}")
+    return out
 
 
 PROMPT = 3  # completion-only: the first 3 tokens of each row are the prompt
