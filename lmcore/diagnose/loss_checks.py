@@ -72,7 +72,8 @@ def check_perfect(loss_fn, ids, mask, V, *, smoothing=0.0, z_loss=0.0, aux_loss=
         + [f"z-loss {z_loss:g}"] * bool(z_loss)
         + [f"num_items_ratio {ratio:g}"] * (ratio != 1)
     )
-    text = f"loss {value:.2f} for logits perfect on the next token (expected " + (
+    shown = f"{value:.2f}".replace("-0.00", "0.00")  # a float32 sum just below 0 is 0.00, not -0.00
+    text = f"loss {shown} for logits perfect on the next token (expected " + (
         f"{expected:.2f} with {' and '.join(known)})" if known else "about 0)"
     )
     if abs(value - expected) < 0.01:

@@ -1032,6 +1032,8 @@ ANSWERS["my_position_ids"] = Answers(
         "count_same_id_before": _pos_count_same_before,
         "no_grad_groupby": _pos_no_grad_groupby,
         "padding_at_zero": _pos_padding_zero,  # padding is never scored nor read: any position
+        # int32 ids with padding at 999: the padding rule holds whatever the integer dtype
+        "int32_padding_999": lambda d: _pos_running_counter(d).to(torch.int32).masked_fill(d < 0, 999),
     },
     wrong={
         "no_restart": lambda d: torch.arange(d.shape[1]).expand_as(d).clone(),

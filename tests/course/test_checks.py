@@ -343,7 +343,9 @@ def test_a_two_part_hint_nudges_and_leaves_the_full_hint_to_show_solution(capsys
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("Hint: which factor?")
     assert lines[1].endswith('Hint: which factor? Stuck? show_solution("surprise") gives the fuller hint.')
-    generic = "Stuck? show_solution(the exercise's function name) gives the fuller hint."
+    generic = (
+        "Stuck? show_solution, given the name of the function this exercise asks for, gives the fuller hint."
+    )
     assert lines[2].endswith(generic) and lines[3].endswith(generic)
     assert not any("multiply by 2" in li for li in lines)
 
@@ -411,7 +413,7 @@ def test_a_diagnosis_keyed_to_the_mistake_stands_in_for_the_nudge(capsys):
     first, second = capsys.readouterr().out.splitlines()
     assert first.endswith("Hint: at 3 yours is -3: which sign?") and "is it even?" not in first
     assert second.endswith(
-        "Hint: at 3 yours is -3: which sign? Stuck? show_solution(the exercise's function name) gives the fuller hint."
+        "Hint: at 3 yours is -3: which sign? Stuck? show_solution, given the name of the function this exercise asks for, gives the fuller hint."
     )
 
     def broken(fn, case, expected, got):
@@ -503,3 +505,12 @@ def test_free_takes_the_reference_values_only_where_the_learner_may_choose(capsy
     as_float = lambda x: reference(x).float()  # noqa: E731
     assert not check("labels", as_float, reference, cases, free=first_label_free)
     assert "dtype" in capsys.readouterr().out
+    int32_differs_at_0 = lambda x: differs_at_0(x).to(torch.int32)  # noqa: E731
+    assert check("labels", int32_differs_at_0, reference, cases, free=first_label_free)
+
+
+def test_an_exact_fraction_is_a_number():
+    from fractions import Fraction
+
+    assert compare(5 / 7, Fraction(5, 7)) is None
+    assert "0.7143" in compare(0.5, Fraction(5, 7))

@@ -435,6 +435,9 @@ def test_magnitudes_are_the_numbers_behind_the_verdicts(capsys):
             sum(dd.entropy_floor(dd.documents(d.ROWS, seed=1000 + s)) for s in range(55, 60)) / 5
         )
     assert dm.magnitudes("same_position")["reported"] < 0.1 < dm.magnitudes("correct")["floor"]
+    # the notebook's claim, FLATTERED, is this measurement
+    gaps = {key: dm.magnitudes(key)["held out"] - dm.magnitudes(key)["reported"] for key in d.PIPELINES}
+    assert {key for key, gap in gaps.items() if gap > 0.3} == dm.FLATTERED
     dm.print_magnitudes(["correct", "sees_future"])
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and out[1].startswith("correct ") and out[2].startswith("sees_future ")

@@ -166,7 +166,7 @@ def hint_for(name: str, hint, diagnosis: str = "", fn=None) -> str:
         ask = (
             f'show_solution("{own}")'
             if own in _exercise_names()
-            else "show_solution(the exercise's function name)"
+            else "show_solution, given the name of the function this exercise asks for,"
         )
         text += f" Stuck? {ask} gives the fuller hint."
     return text
@@ -350,14 +350,19 @@ def check(
     return say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
 
 
+def _kind(t: torch.Tensor) -> str:
+    return "bool" if t.dtype == torch.bool else "float" if t.is_floating_point() else "integer"
+
+
 def same_layout(expected, got) -> bool:
-    """True when ``got`` is a tensor of ``expected``'s shape and dtype: where a ``free=`` function
-    may copy the reference's values into it (anything else is left for the comparison to name)."""
+    """True when ``got`` is a tensor of ``expected``'s shape and kind (bool, integer or float; int32
+    labels are as right as int64 ones): where a ``free=`` function may copy the reference's values
+    into it (anything else is left for the comparison to name)."""
     return (
         isinstance(expected, torch.Tensor)
         and isinstance(got, torch.Tensor)
         and got.shape == expected.shape
-        and got.dtype == expected.dtype
+        and _kind(got) == _kind(expected)
     )
 
 
@@ -367,7 +372,7 @@ def first_label_free(args: tuple, expected, got):
     from the reference only there are as right as the reference's."""
     if same_layout(expected, got) and got.dim() == 2 and got.shape[1] > 0:
         got = got.clone()
-        got[:, 0] = expected[:, 0]
+        got[:, 0] = expected[:, 0].to(got.dtype)
     return got
 
 
@@ -436,7 +441,11 @@ def check_choices(
         keys = list(expected)
         k = keys[(_TURNS[name] - 1) % len(keys)]
         own = (hints or {}).get(k, "")
-        said = f" A question on {k!r}: {own}" if own else hint_for(name, hint)
+        said = (
+            f" A question on {k!r} (the questions take each one in turn, right or wrong): {own}"
+            if own
+            else hint_for(name, hint)
+        )
         return say_line(
             f"{FAIL} {name}: not all {len(expected)} answers are right (the check does not say which, "
             f"nor how many: the code decides).{said}",

@@ -8,7 +8,8 @@
   ``"torch.autograd.grad"``), however it was imported or aliased: it watches calls with
   ``sys.setprofile`` and matches the function's own code object (beneath its decorators, whose
   wrapper code other functions share), the builtin itself, a callable object's ``__call__`` on
-  that very object (an aten op, ``torch.ops.aten._softmax``), or (for a
+  that very object (an aten op, ``torch.ops.aten._softmax``), a NumPy ufunc's methods
+  (``numpy.logaddexp`` watches ``np.logaddexp.reduce``; a ufunc called directly is not seen), or (for a
   ``Tensor`` method) the method's name on any tensor. The reference still runs; the check then
   says "your function called lmcore.handcalc.softmax: write it yourself".
 """
@@ -162,9 +163,10 @@ def recorded_calls(names: Iterable[str]):
                 if _is_instance_call(frame, obj):
                     note(n)
         elif event == "c_call":
-            hit = builtins.get(id(arg))
-            if hit is not None and arg is hit[1]:
-                note(hit[0])
+            for this in (arg, getattr(arg, "__self__", None)):  # a ufunc's .reduce is its own
+                hit = builtins.get(id(this))
+                if hit is not None and this is hit[1]:
+                    note(hit[0])
             for n, (owner, attr) in methods:
                 if getattr(arg, "__name__", None) == attr and isinstance(
                     getattr(arg, "__self__", None), owner

@@ -8,6 +8,8 @@ prints a tensor of thousands of entries; :func:`short` describes any input in a 
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -58,6 +60,8 @@ def _as_array(x):
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
         return x.to(torch.float64).numpy() if x.is_floating_point() else x.numpy()
+    if isinstance(x, numbers.Rational) and not isinstance(x, (int, np.integer)):
+        return np.asarray(float(x))  # an exact answer (fractions.Fraction) is a number too
     return np.asarray(x)
 
 

@@ -76,7 +76,7 @@ def loss_p(logits, input_ids, attention_mask):
 def loss_q(logits, input_ids, attention_mask):
     labels = input_ids.masked_fill(attention_mask == 0, -100)
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:], reduction="sum")
-    return nll / attention_mask.sum()  # mean over the batch's tokens
+    return nll / attention_mask.sum()
 
 
 def loss_r(logits, input_ids, attention_mask):

@@ -24,7 +24,13 @@ __all__ = [
     "worse_than_guessing",
     "magnitudes",
     "print_magnitudes",
+    "FLATTERED",
 ]
+
+# The pipelines whose reported loss flatters the model: held-out minus reported above 0.3 nats
+# (the claim section 5's verdicts check, "as expected" for the rest; kept here so that the
+# verdict cell's source does not answer the question the notebook asks above it).
+FLATTERED = frozenset({"same_position", "double_shift", "padding_scored", "eos_is_pad", "sees_future"})
 
 
 def weights_by_row(key: str) -> list:

@@ -183,7 +183,7 @@ def _padding_queries_free(args, expected, got):
     if not (same_layout(expected, got) and got.shape[:2] == document_ids.shape):
         return got
     free = (document_ids < 0) & got.any(-1)  # padding queries that read something
-    return torch.where(free[..., None], expected, got)
+    return torch.where(free[..., None], expected.to(got.dtype), got)
 
 
 def _padding_positions_free(args, expected, got):
@@ -192,7 +192,7 @@ def _padding_positions_free(args, expected, got):
     (document_ids,) = args
     if not (same_layout(expected, got) and got.shape == document_ids.shape):
         return got
-    return torch.where(document_ids < 0, expected, got)
+    return torch.where(document_ids < 0, expected.to(got.dtype), got)
 
 
 def check_document_causal_mask(fn) -> bool:
