@@ -726,6 +726,11 @@ ANSWERS["tied_grads"] = Answers(
         "onehot_of_inputs": _tied_onehot_of_inputs,
         "logits_not_probabilities": _tied_logits_not_probabilities,
     },
+    first_hints={
+        "head_only": "which rows of E did the forward pass read",
+        "lookup_only": "through that product",
+        "fancy_index_add": "receive both of its contributions",
+    },
     refused={
         "course_tied_grads": (
             lambda E, x, y: backprop.tied_grads(E, x, y),

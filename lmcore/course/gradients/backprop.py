@@ -19,7 +19,14 @@ from ..._validate import require_float, require_int, require_tensor
 from ..checks import Case, check, float32_atol
 from ..checks.guard import AUTOGRAD
 
-__all__ = ["head_grads", "head_grads_autograd", "tied_grads", "tied_grads_autograd", "check_tied_grads"]
+__all__ = [
+    "head_grads",
+    "head_grads_autograd",
+    "tied_grads",
+    "tied_grads_autograd",
+    "check_tied_grads",
+    "explain_tied_grads",
+]
 
 
 def _inputs(H, W, y):
@@ -116,6 +123,42 @@ _OWN = {
 }
 
 
+def _tied_terms(E, x, y) -> dict:
+    """The two terms of dE in float64, and the lookup term as ``dE[ids] += dH`` leaves it (one row
+    per repeated id): what :func:`explain_tied_grads` compares an answer with."""
+    E = E.detach().double()
+    ids, h = x.reshape(-1), E[x.reshape(-1)]
+    dZ = (torch.softmax(h @ E.T, -1) - F.one_hot(y.reshape(-1), E.shape[0]).double()) / ids.numel()
+    last_write = torch.zeros_like(E)
+    last_write[ids] += dZ @ E
+    return {"head": dZ.T @ h, "lookup": torch.zeros_like(E).index_add(0, ids, dZ @ E), "last": last_write}
+
+
+def explain_tied_grads(fn, case, expected, got) -> str:
+    """The part of dE a wrong answer left out or mis-added, as a question (``""`` if none fits):
+    the head's term alone, the lookup's term alone, or repeated ids that kept one row."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return ""
+    t, g = _tied_terms(*case.args), got.detach().double()
+    near = lambda a: torch.allclose(g, a, rtol=1e-4, atol=1e-6)  # noqa: E731
+    if near(t["head"]):
+        return (
+            "your dE is the head's term alone; E is also the lookup table H = E[x]: which rows of E "
+            "did the forward pass read, and what flows back into them?"
+        )
+    if near(t["lookup"]):
+        return (
+            "your dE is the lookup's term alone; E is also the head, Z = H E^T: what does the "
+            "gradient of Z give E through that product?"
+        )
+    if not torch.equal(t["last"], t["lookup"]) and near(t["head"] + t["last"]):
+        return (
+            "both terms are there, but an id that appears twice in x: does its row of dE receive "
+            "both of its contributions?"
+        )
+    return ""
+
+
 def check_tied_grads(fn, quiet: bool = False):
     """Grade ``fn(E (V, D), x (N, T), y (N, T)) -> dE (V, D)`` against autograd. Any use of
     autograd inside ``fn`` (``backward``, ``torch.autograd.grad``, under ``enable_grad`` or not) is
@@ -132,6 +175,7 @@ def check_tied_grads(fn, quiet: bool = False):
         atol=lambda E, x, y: float32_atol(E),  # a float32 answer is right
         rtol=1e-6,
         forbid=autograd | _OWN,
+        explain=explain_tied_grads,
         ratio_hints={
             4.0: "Four times the expected: the loss is a mean; is your gradient one too?",
             0.25: "A quarter of the expected: how many times did you divide?",
