@@ -1405,6 +1405,8 @@ ANSWERS["my_decode_step"] = Answers(
     first_hints={
         "returns_the_old_cache": "the cache you return",
         "no_ln_f": "every step of GPT.forward",
+        "is_causal_on_one_query": "reads key 0 alone",
+        "position_P_plus_1": "which position number comes after them",
     },
     refused={
         "course_forward_cached": (

@@ -170,8 +170,9 @@ def _explain_gap_by_token(fn, case, expected, got) -> str:
         )
     if _near_all(g.sum(), expected.sum()):
         return (
-            "your entries add up to the right total, but not token by token: does each entry hold only "
-            "what token x itself adds to each of the two expected losses?"
+            "your entries add up to the right total, but not token by token: is each entry computed from "
+            "p(x) and q(x) alone, by one rule for every token, and would that rule add up to the gap for "
+            "any p and q, with 0 for a token that never comes?"
         )
     return ""
 
@@ -236,10 +237,11 @@ def check_lowest_loss(fn, *, quiet: bool = False) -> bool:
 
 
 def check_gap_by_token(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p, q) -> array``: for each token x, how much of model ``q``'s expected loss on
-    data ``p`` above the lowest any model reaches comes from x, in nats (x's term of the model's
-    expected loss minus x's term of the lowest; 0 where p(x) = 0; q > 0 everywhere). The
-    entries add up to the gap. A difference of two terms in float32 is off by about 1e-7 on
+    """Grade ``fn(p, q) -> array``: for each token x, x's share, in nats, of model ``q``'s expected
+    loss on data ``p`` above the lowest any model reaches: one rule of p(x) and q(x) for every
+    token, whose entries add up to that gap for any p and q, and 0 where p(x) = 0 (q > 0
+    everywhere). These pin the rule down: x's term of the model's expected loss minus x's term
+    of the lowest. A difference of two terms in float32 is off by about 1e-7 on
     these cases, within the kit's tolerances; every plausible wrong answer is off by 1e-2 or more."""
     hint = (
         "Each entry is one token's share of the gap. When x comes, what does the model pay, and what "

@@ -14,6 +14,7 @@ import functools
 import math
 
 import torch
+import torch.nn.functional as F
 
 from ..._validate import require_int_scalar
 from ...shift import mask_cross_document_targets
@@ -293,10 +294,62 @@ def _decode_cases() -> list[tuple]:
     return out
 
 
-def _explain_cache(fn, case, expected, got) -> str:
-    """When the logits are right and the returned cache is not: which block's keys or values."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2 or compare(expected[0], got[0]) is not None:
+@torch.no_grad()
+def _decode_variant(model, token, cache, *, shift: int = 0, first_key_only: bool = False):
+    """The logits of a decode step as two plausible mistakes make it, or None: the new token at
+    position ``P + shift``, or its one query reading key 0 alone (what SDPA's ``is_causal=True``
+    does to one query against ``P + 1`` keys: its causal mask is aligned top-left)."""
+    P = cache[0][0].shape[2]
+    if not 0 <= P + shift < model.config.block_size:
+        return None
+    x = model.wte(token)[:, None] + model.wpe.weight[P + shift]
+    for block, (k_old, v_old) in zip(model.blocks, cache):
+        attn, h = block.attn, block.ln_1(x)
+        N, _, D = h.shape
+        q, k, v = (
+            t.view(N, 1, attn.n_head, D // attn.n_head).transpose(1, 2) for t in attn.c_attn(h).split(D, 2)
+        )
+        k, v = torch.cat([k_old, k], 2), torch.cat([v_old, v], 2)
+        if first_key_only:
+            k, v = k[:, :, :1], v[:, :, :1]
+        y = F.scaled_dot_product_attention(q, k, v)
+        x = x + attn.c_proj(y.transpose(1, 2).reshape(N, 1, D))
+        x = x + block.mlp(block.ln_2(x))
+    return model.lm_head(model.ln_f(x))[:, 0]
+
+
+def _explain_logits(case, got_logits) -> str:
+    """Wrong logits that match a known mistake: the position number, or a mask for one query."""
+    model, (token, cache) = case.kwargs["_model"], case.args
+    P = cache[0][0].shape[2]
+    if P == 0:
         return ""
+    first_key = _decode_variant(model, token, cache, first_key_only=True)
+    if compare(first_key, got_logits, atol=1e-5, rtol=1e-5) is None:
+        return (
+            f"your logits are those of a newest position whose query reads key 0 alone, of the {P + 1} "
+            f"keys ({P} cached and its own): which of them may the newest position read, and what does "
+            "your attention call let one query see?"
+        )
+    later = _decode_variant(model, token, cache, shift=1)
+    if later is not None and compare(later, got_logits, atol=1e-5, rtol=1e-5) is None:
+        return (
+            f"your logits are those of the new token at position {P + 1}: the cache holds {P} "
+            f"position{'s' if P != 1 else ''}, numbered from 0; which position number comes after them?"
+        )
+    return ""
+
+
+def _explain_cache(fn, case, expected, got) -> str:
+    """When the logits are right and the returned cache is not: which block's keys or values;
+    when the logits are wrong, the two mistakes a generic nudge does not name."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return ""
+    if compare(expected[0], got[0]) is not None:
+        try:
+            return _explain_logits(case, got[0])
+        except Exception:  # noqa: BLE001 - a result of the wrong shape or type: the generic nudge
+            return ""
     for b, (want, have) in enumerate(zip(expected[1], got[1])):
         for part, e, g in zip(("keys", "values"), want, have):
             if compare(e, g) is None:
