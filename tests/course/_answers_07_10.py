@@ -1186,6 +1186,12 @@ def _cov_count(L, k):  # count the targets t = 1 .. L - 1 with t >= k
     return sum(1 for t in range(1, L) if t >= k) / (L - 1)
 
 
+def _cov_fraction(L, k):  # the exact share, a fractions.Fraction
+    from fractions import Fraction
+
+    return Fraction(sum(1 for t in range(1, L) if t >= k), L - 1)
+
+
 def _cov_complement(L, k):  # one minus the share that sees fewer than k
     short = min(L - 1, max(k - 1, 0))
     return 1 - short / (L - 1)
@@ -1204,6 +1210,8 @@ ANSWERS["my_context_coverage"] = Answers(
         "count": _cov_count,
         "complement": _cov_complement,
         "torch_mean_wrapped": _cov_wrapped,
+        # the exact share as a fraction: a number like any other (a learner's 5/7 was rejected)
+        "exact_fraction": _cov_fraction,
     },
     wrong={
         "t_from_0": lambda L, k: max(0, L - k) / L,
