@@ -109,6 +109,17 @@ ANSWERS["first_loss_from_logits"] = Answers(
             "that is the course's reference",
         ),
     },
+    first_hints={
+        "ln_v_only": "What does their spread add",
+        "bits": "bits or in nats",
+        "no_half": "what factor",
+        "sigma_not_squared": "which power",
+        "vocab_from_dim_1": "which dimension",
+        "spread_over_positions": "one softmax compare",
+        "summed_over_positions": "how many other positions",
+        "global_variance": "adding one constant",
+        "uncentred_mean_square": "adding one constant",
+    },
 )
 
 

@@ -17,6 +17,7 @@ from ...perplexity import nats_to_bits
 from ...train.devices import cpu_threads
 from ..checks import Case, check
 from ..toys import toy_gpt
+from .diagnoses import explain_first_loss
 from .leak import get_batch_leaky, get_batch_reference, pipeline_run
 
 __all__ = [
@@ -226,10 +227,11 @@ def check_predict_from_logits(fn, quiet: bool = False) -> bool:
         # from the exact mean loss of those logits), so the exact mean loss passes too
         atol=lambda z: 2e-3 + abs(predict_from_logits(z) - expected_first_loss(z)),
         rtol=0,
+        explain=explain_first_loss,
         hint=(
-            "Which dimension of the logits is the vocabulary, and does your prediction change when a "
-            "constant is added to every logit of a position? It must not: what, then, measures how "
-            "spread out a position's logits are?",
+            "Your prediction is off the law's value: which spread of these logits does softmax "
+            "see, over which of their dimensions, and does a constant added to one position's "
+            "logits change it?",
             "V is the LAST dimension; the loss is ln V (natural log) plus sigma^2/2, "
             "and sigma is the spread of each position's logits around that "
             "position's own mean (softmax ignores a constant added to a row).",

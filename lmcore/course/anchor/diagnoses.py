@@ -1,0 +1,81 @@
+"""What a wrong answer to notebook 04's Exercise 1 did, as a question.
+
+One nudge cannot fit every mistake: a prediction of ln V alone, a log in base 2, a spread that is
+not squared or not halved, V read from the wrong dimension, a spread measured across positions,
+over the whole tensor or around 0, or summed over positions each break a different property. The
+explanation rebuilds each of them in float64 on the case that failed and asks about the one the
+learner's number matches, without giving the rule; ``""`` when none matches (the checker then
+shows its nudge).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["explain_first_loss"]
+
+
+def _row_var(z: torch.Tensor) -> float:
+    return float(z.var(dim=-1, unbiased=False).mean())
+
+
+def _mistakes(z: torch.Tensor) -> list[tuple[float, str]]:
+    """(the value a mistake gives on logits ``z`` (N, L, V), the question to ask about it)."""
+    V, var = z.shape[-1], _row_var(z)
+    return [
+        (
+            math.log(V),
+            "your prediction is ln V, the loss of logits that are all equal: these logits are not. "
+            "What does their spread add to the loss, by section 3's law?",
+        ),
+        (
+            math.log2(V) + var / 2,
+            "your ln V part matches a logarithm in base 2: is the loss measured in bits or in nats?",
+        ),
+        (
+            math.log(V) + var,
+            "your excess over ln V is twice the law's: what factor does section 3 put in front of sigma^2?",
+        ),
+        (
+            math.log(V) + math.sqrt(var) / 2,
+            "your excess over ln V grows like sigma, not like sigma^2: which power of the spread "
+            "does section 3's law add?",
+        ),
+        (
+            math.log(z.shape[1]) + var / 2,
+            f"your V is {z.shape[1]}, the size of dimension 1: which dimension of the logits holds "
+            "one score per token of the vocabulary?",
+        ),
+        (
+            math.log(V) + float(z.var(dim=-1, unbiased=False).sum()) / 2,
+            "your excess grows with the number of positions: does one position's loss depend on how "
+            "many other positions the batch holds?",
+        ),
+        (
+            math.log(V) + float(z.var(dim=-2, unbiased=False).mean()) / 2,
+            "your spread compares the logits of different positions: which logits does one softmax "
+            "compare with each other?",
+        ),
+    ]
+
+
+def explain_first_loss(fn, case, expected, got) -> str:
+    """first_loss_from_logits: which mistake the learner's number matches on the failing case."""
+    z = case.args[0].detach().double()
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return ""
+    for candidate, question in _mistakes(z):
+        if abs(value - candidate) < 5e-4:
+            return question
+    counted = (float(z.var(unbiased=False)), float(z.pow(2).mean()))  # the whole tensor; around 0
+    if any(abs(value - (math.log(z.shape[-1]) + c / 2)) < 5e-4 for c in counted):
+        return (
+            "these logits carry a different constant at each position, and your prediction counts it "
+            "as spread: does adding one constant to every logit of a position change what softmax "
+            "gives, or the loss?"
+        )
+    return ""
