@@ -619,6 +619,13 @@ ANSWERS["top_p_filter"] = Answers(
         "cumulative_in_vocabulary_order": _top_p_unsorted,
         "returned_in_sorted_order": _top_p_sorted_order_returned,
     },
+    first_hints={  # TL._explain_top_p: the property the mistake broke, as a question
+        "excludes_the_crossing_token": "takes the sum across p",
+        "not_renormalised": "what must a distribution you draw from add up to",
+        "ascending_sort": "the smallest set that reaches p",
+        "cumulative_in_vocabulary_order": "less likely than one you dropped",
+        "returned_in_sorted_order": "sorted by size",
+    },
     refused={
         "lmcore_filter_logits": (
             lambda probs, p: torch.softmax(filter_logits(probs.log(), top_p=p), -1),

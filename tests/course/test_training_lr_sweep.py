@@ -57,6 +57,10 @@ def test_the_plot_draws_every_rate(corpus):
     assert labels == ["lr 0.001", "lr 0.01", "ln V"]
     with pytest.raises((TypeError, ValueError), match="smooth"):
         plot_lr_sweep(s, smooth=0)
+    diverged = {"lrs": [1e-3, 1.0], "curves": {1e-3: [4.6, 3.0], 1.0: [4.6, 100.0]}, "ln_v": 4.6}
+    lines = plot_lr_sweep(diverged, smooth=1).axes[0].get_lines()
+    assert lines[1].get_label() == "lr 1 (off the scale, drawn at the top)"
+    assert max(lines[1].get_ydata()) == pytest.approx(5.6)  # drawn at the top edge, in view
 
 
 # ---- the prediction exercise's judge (lr_prediction): the rules it states, applied per seed
@@ -114,6 +118,28 @@ def test_a_prediction_is_graded_as_recorded_before_the_run(capsys):
     assert "NameError" in capsys.readouterr().out
     with pytest.raises(TypeError, match="fn"):
         lock_prediction({"crawls": []})
+
+
+def test_a_prediction_recorded_after_the_sweep_ran_fails(corpus, capsys):
+    """The loophole: record (again) once the sweep's results exist, check against that sweep."""
+    from lmcore.course.training.lr_prediction import check_lr_prediction, lock_prediction
+    from lmcore.course.training.lr_sweep import _tick
+
+    def my_lr_prediction():
+        return {"crawls": [1e-4], "diverges": [1.0], "best": 3e-3}
+
+    real = [lr_sweep(corpus, [1e-3], steps=1, n_val=1) for _ in range(2)]
+    assert real[0]["started"] < real[1]["started"]  # each sweep is stamped when it begins
+    lock_prediction(my_lr_prediction)  # before the sweep: judged
+    sweeps = {
+        0: dict(_sweep((4.0, 2.9, 2.8, 2.9, 3.2, 9.0), (4.0, 2.9, 2.4, 2.6, 3.1, 9.0)), started=_tick())
+    }
+    assert check_lr_prediction(my_lr_prediction, sweeps), capsys.readouterr().out
+    lock_prediction(my_lr_prediction)  # the same answer, recorded again after that sweep ran
+    assert not check_lr_prediction(my_lr_prediction, sweeps)
+    assert "recorded after the sweep ran" in capsys.readouterr().out
+    later = {0: dict(sweeps[0], started=_tick())}  # a sweep run again after it: judged again
+    assert check_lr_prediction(my_lr_prediction, later), capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -214,6 +214,38 @@ def _top_p_cases(seed: int = 8) -> list[Case]:
     return cases
 
 
+def _explain_top_p(fn, case, expected, got) -> str:
+    """The property a wrong top-p filter broke on the failing case, as a question (never the
+    rule): its values in sorted order, a sum other than 1, a token kept over a likelier one, too
+    few tokens to reach p, or more than the smallest set; ``""`` when none fits."""
+    probs, p = case.args
+    raw, want = probs.double(), torch.as_tensor(expected).double()
+    got = torch.as_tensor(got).detach().double()
+    if got.shape != want.shape or not bool(torch.isfinite(got).all()):
+        return ""
+    if not torch.equal(want, want.sort(descending=True).values) and torch.allclose(
+        got, want.sort(descending=True).values, rtol=1e-5, atol=1e-9
+    ):
+        return "your values are right but sorted by size: which token does each position of your result stand for?"
+    kept, wanted = got > 0, want > 0
+    if torch.equal(kept, wanted) and abs(float(got.sum()) - 1) > 1e-6:
+        return f"you kept the right tokens, and they add up to {float(got.sum()):.3f}: what must a distribution you draw from add up to?"
+    if bool(kept.any()) and bool((~kept).any()) and float(raw[kept].min()) < float(raw[~kept].max()):
+        return "you kept a token less likely than one you dropped: in which order does top-p take tokens?"
+    mass = float(raw[kept].sum())
+    if bool(kept.any()) and mass < p - 1e-12:
+        return (
+            f"the tokens you kept hold {mass:.3f} of the probability, less than p = {p:g}: which token "
+            "takes the sum across p, and is it in or out?"
+        )
+    if int(kept.sum()) > 1 and mass - float(raw[kept].min()) >= p:
+        return (
+            f"without the least likely token you kept, the others still hold {mass - float(raw[kept].min()):.3f}, "
+            f"at least p = {p:g}: is yours the smallest set that reaches p?"
+        )
+    return ""
+
+
 def check_top_p(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(probs (V,), p) -> filtered, renormalised probs (V,)`` against lmcore.sample."""
     return check(
@@ -228,6 +260,7 @@ def check_top_p(fn, *, quiet: bool = False) -> bool:
             "that crosses p stays); zero the others, in the original order; divide by "
             "the kept mass.",
         ),
+        explain=_explain_top_p,  # each mistake's own question, in place of the nudge
         atol=1e-9,  # a token the filter drops must get 0, not a small probability
         rtol=1e-5,  # the kept ones: a filter computed in float32 is right
         quiet=quiet,

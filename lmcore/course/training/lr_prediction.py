@@ -4,8 +4,10 @@ rates of its grid will crawl, which will diverge and which will end lowest; the 
 A prediction is only a prediction if it is made before the run. :func:`lock_prediction`, called
 by the sweep's cell before it trains, records the learner's answer (calls that would run the
 experiment instead, or ask the judge, are refused); :func:`check_lr_prediction`, after the run,
-grades the recorded answer and fails when the function now returns something else: what the run
-judges is what was said before it. In a fresh kernel (Run All, the autograder) a prediction that
+grades the recorded answer and fails when the function now returns something else, or when the
+answer was recorded after the sweep it is checked against began (each sweep and each recorded
+prediction carries a number from one counter): what the run judges is what was said before it.
+In a fresh kernel (Run All, the autograder) a prediction that
 reads the sweep's results cannot even be made: they do not exist yet when it is recorded.
 
 The judge (:func:`sweep_outcome`) reads each seed's runs with the rules the exercise states: a
@@ -24,6 +26,7 @@ from ..autograding import when_grading
 from ..checks import FAIL, PASS, TODO, CheckResult, hint_for, run_learner
 from ..checks import say_line as _line
 from ..checks.guard import captured_warnings, recorded_calls
+from .lr_sweep import _tick
 
 __all__ = ["RATES", "CRAWL_NATS", "lock_prediction", "sweep_outcome", "check_lr_prediction"]
 
@@ -40,6 +43,7 @@ _FORBID = {
     "lmcore.course.training.lr_prediction.check_lr_prediction": "that asks the judge, which needs the run",
 }
 _LOCKED: dict[str, tuple[str, object]] = {}  # function name -> ("value" | "todo" | "error", payload)
+_LOCKED_AT: dict[str, int] = {}  # function name -> when it was recorded (lr_sweep's counter)
 
 
 def _rate(x) -> float:
@@ -80,6 +84,7 @@ def lock_prediction(fn: Callable[[], dict]) -> None:
         raise TypeError(f"fn must be the prediction function; got {type(fn).__name__}.")
     name = getattr(fn, "__name__", "prediction")
     run = run_learner(fn, forbidden=dict(_FORBID))  # the learner's error is reported at the check
+    _LOCKED_AT[name] = _tick()  # a sweep that began before this cannot judge it
     if run.todo:
         _LOCKED[name] = ("todo", None)
         print(f"{TODO} {_NAME}: no prediction recorded; the sweep runs anyway.")
@@ -166,11 +171,23 @@ def _mismatch(pred: dict, outcome: dict, sweeps: dict) -> tuple[str, str]:
     return "", ""
 
 
+def _recorded_after(locked_at: int, sweeps) -> bool:
+    """Whether a prediction recorded at ``locked_at`` came after one of ``sweeps`` began (a sweep
+    without a ``started`` stamp, one not made by ``lr_sweep``, is not judged on time)."""
+    if not isinstance(sweeps, dict):
+        return False
+    started = [
+        s["started"] for s in sweeps.values() if isinstance(s, dict) and isinstance(s.get("started"), int)
+    ]
+    return any(locked_at > t for t in started)
+
+
 @when_grading
 def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = False) -> CheckResult:
     """Grade the prediction :func:`lock_prediction` recorded from ``fn`` before the sweep, against
     ``sweeps`` (``{seed: lr_sweep(corpus, RATES, seed=seed)}``); a prediction that differs from
-    ``fn()`` now fails (it was changed after the run)."""
+    ``fn()`` now fails (it was changed after the run), and so does one recorded after a sweep of
+    ``sweeps`` began (``lr_sweep`` stamps each sweep, :func:`lock_prediction` each record)."""
     hint = (  # (nudge, fuller hint): show_solution reads them here
         "how far does a weight travel in 200 Adam steps at each rate, against the 0.02 it starts at?",
         "An Adam step moves each weight by about lr, whatever the gradient's size, and the weights start "
@@ -189,6 +206,14 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
     kind, payload = _LOCKED[name]
     if kind == "todo":
         return _line(f"{TODO} {_NAME}: write your prediction, then re-run from its cell down.", quiet, False)
+    if _recorded_after(_LOCKED_AT.get(name, 0), sweeps):
+        return _line(
+            f"{FAIL} {_NAME}: your prediction was recorded after the sweep ran; the run judges only "
+            "what was said before it: re-run the sweep's cell (it records your prediction, then "
+            "trains), then this check.",
+            quiet,
+            False,
+        )
     if kind == "error":
         return _line(f"{FAIL} {_NAME}: {payload}.", quiet, False)
     try:

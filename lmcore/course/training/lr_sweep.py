@@ -9,6 +9,7 @@ model is usually trained at a smaller rate).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -25,6 +26,13 @@ from .run import eval_windows
 __all__ = ["lr_sweep", "plot_lr_sweep"]
 
 _BLOCK, _BATCH, _WIDTH = 32, 8, 32
+_CLOCK = itertools.count(1)  # orders sweeps and recorded predictions (lr_prediction stamps with it)
+
+
+def _tick() -> int:
+    """The next value of a counter shared with ``lr_prediction``: what happened first has the
+    smaller number (a clock could give two events the same time)."""
+    return next(_CLOCK)
 
 
 def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n_val: int = 64) -> dict:
@@ -32,7 +40,8 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
     learning rate in ``lrs`` for ``steps`` AdamW steps at that constant rate, on the same batches
     of ``corpus``'s training split (8 rows of 32 characters, drawn from a generator seeded by
     ``seed``). Returns ``{"lrs", "curves": {lr: training losses}, "val": {lr: held-out loss on
-    n_val validation windows}, "ln_v"}``; a run whose loss became non-finite keeps its curve up to
+    n_val validation windows}, "ln_v", "started"}`` (``started``: when the sweep began, on the
+    counter ``lr_prediction`` stamps each recorded prediction with); a run whose loss became non-finite keeps its curve up to
     there and scores ``inf``."""
     if isinstance(lrs, (str, bytes)) or not isinstance(lrs, Sequence) or not lrs:
         raise TypeError(f"lrs must be a non-empty sequence of learning rates; got {lrs!r}.")
@@ -40,6 +49,7 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
     require_int_scalar("steps", steps, min=1)
     require_int_scalar("seed", seed, min=0)
     require_int_scalar("n_val", n_val, min=1)
+    started = _tick()
     V = corpus.vocab_size
     val = eval_windows(corpus, n_val, _BLOCK)
     curves, scores = {}, {}
@@ -52,30 +62,35 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
             model.eval()
             loss = float(causal_lm_loss(model(val), val))
         scores[lr] = loss if math.isfinite(loss) and all(map(math.isfinite, curves[lr])) else math.inf
-    return {"lrs": lrs, "curves": curves, "val": scores, "ln_v": math.log(V)}
+    return {"lrs": lrs, "curves": curves, "val": scores, "ln_v": math.log(V), "started": started}
 
 
 def plot_lr_sweep(sweep: dict, *, smooth: int = 10, title: str = "One model, several learning rates"):
     """Each learning rate's training loss (a running mean of ``smooth`` steps), ln V dotted; the
-    y axis stops a nat above ln V, so a diverging run leaves the top of the plot."""
+    y axis stops a nat above ln V; a curve that goes above it (a diverging run) is drawn dashed
+    at the top edge where it is off the scale, and its label says so."""
     require_int_scalar("smooth", smooth, min=1)
     import matplotlib.pyplot as plt
 
     fig, ax = new_figure(width=7.0, height=3.8)
     cmap = plt.get_cmap("viridis")
+    top = sweep["ln_v"] + 1
     for k, lr in enumerate(sweep["lrs"]):
         curve = np.asarray(sweep["curves"][lr], dtype=float)
         w = min(smooth, len(curve))
         kernel = np.ones(w) / w
         shown = np.convolve(curve, kernel, mode="valid")
+        off = ~(shown <= top)  # above the axis, or not a number
         ax.plot(
             np.arange(w - 1, len(curve)),
-            shown,
+            np.where(off, top, shown),
             color=cmap(k / max(1, len(sweep["lrs"]) - 1)),
-            label=f"lr {lr:g}",
+            linestyle="--" if off.any() else "-",
+            clip_on=False,
+            label=f"lr {lr:g} (off the scale, drawn at the top)" if off.any() else f"lr {lr:g}",
         )
     ax.axhline(sweep["ln_v"], color=COLORS["anchor"], linestyle=":", label="ln V")
-    ax.set_ylim(bottom=0, top=sweep["ln_v"] + 1)  # a loss is never negative
+    ax.set_ylim(bottom=0, top=top)  # a loss is never negative
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (nats)")
     ax.set_title(title)

@@ -89,8 +89,8 @@ def plot_loss_curves(
         middle = (s[k] + s[k + 1]) / 2 if k else s[1] / 2
         ax.text(
             math.sqrt(max(s[k], 1) * s[k + 1]) if k else middle,
-            0.04 if k == 0 else 0.96,  # phase 1 under its high curve, the later ones above their low one
-            text,
+            (0.04, 0.90, 0.80)[k],  # phase 1 under its high curve, the later ones above their low one,
+            text,  # under the ln V line and at two heights, so that neighbours do not overlap
             transform=ax.get_xaxis_transform(),
             ha="center",
             va="bottom" if k == 0 else "top",
