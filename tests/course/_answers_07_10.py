@@ -780,7 +780,7 @@ ANSWERS["my_gap_by_token"] = Answers(
         "the_models_whole_loss_per_token": "whole expected loss",
         "zero_entries_give_nan": "what does 0 * ln 0 give",
         "a_token_that_never_comes_pays_its_surprisal": "that token never comes",
-        "generalised_kl_terms_add_q_minus_p": "not token by token",
+        "generalised_kl_terms_add_q_minus_p": "a token that never comes bring",
     },
     refused={
         "course_gap_by_token": (lambda p, q: FL.gap_by_token(p, q), "called lmcore.course.floor.lesson"),

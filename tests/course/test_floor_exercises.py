@@ -146,7 +146,8 @@ def test_a_wrong_floor_is_diagnosed(wrong, says, capsys):
         (lambda p, q: np.where(p > 0, np.log(np.where(p > 0, p, 1.0) / q), 0.0), "how often does x come"),
         (lambda p, q: np.where(p > 0, _terms_ref(p, q), -np.log(q)), "that token never comes"),
         (lambda p, q: p * np.log(p / q), "what does 0 * ln 0 give"),
-        (lambda p, q: _terms_ref(p, q) - p + q, "not token by token"),
+        (lambda p, q: _terms_ref(p, q) - p + q, "a token that never comes bring"),
+        (lambda p, q: _terms_ref(p, q)[::-1].copy(), "not token by token"),
     ],
 )
 def test_a_wrong_gap_by_token_is_diagnosed(wrong, says, capsys):

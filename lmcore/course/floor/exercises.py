@@ -123,6 +123,23 @@ def _near_all(a, b) -> bool:
     return bool(a.shape == b.shape and np.all(np.isfinite(a)) and np.allclose(a, b, rtol=1e-5, atol=1e-6))
 
 
+def _share_of_a_token_never_seen(fn) -> str:
+    """For an answer whose entries add up to the gap but differ token by token (another rule, such
+    as p ln(p/q) - p + q): its share for a token that never comes, as a question ("" if it is 0)."""
+    p, q = np.array([0.7, 0.0, 0.3]), np.array([0.2, 0.5, 0.3])
+    try:
+        share = float(np.asarray(fn(p.copy(), q.copy()), dtype=np.float64)[1])
+    except Exception:  # noqa: BLE001 - a probe must never turn a failure into a crash
+        return ""
+    if not np.isfinite(share) or abs(share) <= 1e-9:
+        return ""
+    return (
+        f"your entries add up to the gap, but on p = [0.7, 0, 0.3], q = [0.2, 0.5, 0.3] your rule gives "
+        f"token 1, which never comes, a share of {share:.4g}: how much of the gap can a token that "
+        "never comes bring?"
+    )
+
+
 def _explain_gap_by_token(fn, case, expected, got) -> str:
     """What a wrong per-token gap is: one number, the model's weights, no weights, a token that
     never comes adding something, a nan from 0 ln 0."""
@@ -169,7 +186,7 @@ def _explain_gap_by_token(fn, case, expected, got) -> str:
             "the best model of this data pay on x?"
         )
     if _near_all(g.sum(), expected.sum()):
-        return (
+        return _share_of_a_token_never_seen(fn) or (
             "your entries add up to the right total, but not token by token: is each entry computed from "
             "p(x) and q(x) alone, by one rule for every token, and would that rule add up to the gap for "
             "any p and q, with 0 for a token that never comes?"

@@ -163,6 +163,8 @@ def _nll_cases(seed: int = 1) -> list[Case]:
         Case((np.array([1000.0, 999.0, 998.0]), 0), label="z=[1000, 999, 998], y=0"),
         Case((np.array([-1000.0, -1000.0, -1000.0]), 2), label="z=[-1000]*3, y=2"),
         Case((np.array([0.0, 0.0, 0.0, 0.0]), 3), label="z=[0, 0, 0, 0], y=3"),
+        # e^-20000 underflows even in long double (down to about e^-11355): p_y is never formed
+        Case((np.array([20000.0, 0.0]), 1), label="z=[20000, 0], y=1 (p_y underflows in every float type)"),
     ]
     return cases + random_logit_cases(seed)
 
