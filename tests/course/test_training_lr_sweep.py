@@ -149,6 +149,6 @@ def test_the_notebooks_prediction_passes_on_the_real_sweep(corpus, capsys):
     def my_lr_prediction():
         return {"crawls": [1e-4], "diverges": [1.0], "best": 3e-3}
 
+    lock_prediction(my_lr_prediction)  # as the notebook's cell does: recorded, then the sweep runs
     sweeps = {seed: lr_sweep(corpus, list(RATES), seed=seed) for seed in (0, 1)}
-    lock_prediction(my_lr_prediction)
     assert check_lr_prediction(my_lr_prediction, sweeps), capsys.readouterr().out
