@@ -895,7 +895,7 @@ ANSWERS["my_allow_only"] = Answers(
         "banned_set_to_zero": "is not allowed, yet",
         "pushed_down_by_10": "is not allowed, yet",
         "allowed_reset_to_zero": "did an allowed logit change",
-        "returns_probabilities": "compares probabilities after a softmax",
+        "returns_probabilities": "your function returns probabilities",
         "allowed_ones_banned": "Which tokens did you change?",
     },
     refused={

@@ -421,6 +421,20 @@ def _as_probs(fn):
     return probs
 
 
+def _returns_probabilities(fn, case) -> bool:
+    """Whether the learner's own function (beneath :func:`_as_probs`) returned probabilities."""
+    if fn is None:
+        return False
+    try:
+        out = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in case.args])
+    except Exception:  # noqa: BLE001 - a probe must never turn a failure into a crash
+        return False
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        return False
+    out = out.double()
+    return bool((out >= 0).all()) and torch.allclose(out.sum(-1), torch.ones(()).double(), atol=1e-6)
+
+
 def _explain_allowed(fn, case, expected, got) -> str:
     """The first token whose probability after a softmax of the learner's logits is wrong: a
     banned one that kept some, or an allowed one whose odds against the others changed."""
@@ -430,6 +444,12 @@ def _explain_allowed(fn, case, expected, got) -> str:
     where = wrong.nonzero()
     if len(where) == 0:
         return ""
+    if _returns_probabilities(getattr(fn, "__wrapped__", None), case):
+        return (
+            "your function returns probabilities (every row is at least 0 and adds up to 1); the "
+            "exercise asks for logits, which the sampler then puts through a softmax: what does a "
+            "softmax of your result give a token that is not allowed?"
+        )
     allowed = expected > 0
     if bool((got[allowed] == 0).all()) and bool((got[~allowed] > 0).any()):
         return (
