@@ -101,6 +101,9 @@ ANSWERS["first_loss_from_logits"] = Answers(
         "ln_v_only": _fl_with(lambda z: 0.0),
         "summed_over_positions": _fl_with(lambda z: float(z.var(dim=-1, unbiased=False).sum()) / 2),
         "uncentred_mean_square": _fl_with(lambda z: float(z.pow(2).mean()) / 2),
+        "std_averaged_then_squared": _fl_with(
+            lambda z: float(z.var(dim=-1, unbiased=False).sqrt().mean()) ** 2 / 2
+        ),
     },
     refused={
         "reference": (lambda z: an.predict_from_logits(z), "that is the course's reference"),
@@ -119,6 +122,7 @@ ANSWERS["first_loss_from_logits"] = Answers(
         "summed_over_positions": "how many other positions",
         "global_variance": "adding one constant",
         "uncentred_mean_square": "adding one constant",
+        "std_averaged_then_squared": "averages the positions' spreads before squaring",
     },
 )
 

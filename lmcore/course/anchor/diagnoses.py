@@ -54,6 +54,11 @@ def _mistakes(z: torch.Tensor) -> list[tuple[float, str]]:
             "many other positions the batch holds?",
         ),
         (
+            math.log(V) + float(z.var(dim=-1, unbiased=False).sqrt().mean()) ** 2 / 2,
+            "your prediction averages the positions' spreads before squaring: each position adds "
+            "its own excess over ln V; does averaging the spreads first give the mean of those excesses?",
+        ),
+        (
             math.log(V) + float(z.var(dim=-2, unbiased=False).mean()) / 2,
             "your spread compares the logits of different positions: which logits does one softmax "
             "compare with each other?",

@@ -208,6 +208,10 @@ def _logit_cases() -> list[Case]:
                 f"plus a different constant at each position",
             )
         )
+    # positions of different spreads: the law averages sigma^2, not sigma (then squared)
+    spreads = torch.linspace(0.2, 1.6, 6).reshape(1, 6, 1)
+    z = torch.randn(2, 6, 4000, generator=g) * spreads
+    cases.append(Case((z,), label="logits (N, L, V) = (2, 6, 4000), a spread from 0.2 to 1.6 by position"))
     return cases
 
 
