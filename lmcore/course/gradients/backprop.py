@@ -124,14 +124,15 @@ _OWN = {
 
 
 def _tied_terms(E, x, y) -> dict:
-    """The two terms of dE in float64, and the lookup term as ``dE[ids] += dH`` leaves it (one row
+    """The two terms of dE in float64 (from :func:`head_grads`, the head's dW and the dH the lookup
+    adds into the rows ``x`` names), and the lookup term as ``dE[ids] += dH`` leaves it (one row
     per repeated id): what :func:`explain_tied_grads` compares an answer with."""
     E = E.detach().double()
-    ids, h = x.reshape(-1), E[x.reshape(-1)]
-    dZ = (torch.softmax(h @ E.T, -1) - F.one_hot(y.reshape(-1), E.shape[0]).double()) / ids.numel()
+    head, dH = head_grads(E[x], E, y)
+    ids, dH = x.reshape(-1), dH.reshape(-1, E.shape[1])
     last_write = torch.zeros_like(E)
-    last_write[ids] += dZ @ E
-    return {"head": dZ.T @ h, "lookup": torch.zeros_like(E).index_add(0, ids, dZ @ E), "last": last_write}
+    last_write[ids] += dH
+    return {"head": head, "lookup": torch.zeros_like(E).index_add(0, ids, dH), "last": last_write}
 
 
 def explain_tied_grads(fn, case, expected, got) -> str:
