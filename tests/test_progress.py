@@ -199,7 +199,7 @@ def test_an_exercise_the_course_added_later_is_named_so(course, tmp_path):
 def test_a_two_part_hint_is_found_nudge_first():
     """check_mean_nll's hint is a (nudge, full) pair: show_solution gives both, the nudge first."""
     hints = solutions.hints_of("check_mean_nll")
-    assert len(hints) == 2 and hints[0].startswith("look at which rows count")
+    assert len(hints) == 2 and hints[0].startswith("which of the exercise's four properties")
     assert "max trick" in hints[1]
 
 

@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
-my_lr_prediction, top_p_filter (08); my_lowest_loss, my_gap_by_token, my_allow_only, my_floor, my_context_free_floor (09);
+my_lr_prediction, top_p_filter (08); my_lowest_loss, my_allow_only, my_floor, my_previous_token_floor (09);
 my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
 for what each entry holds."""
 
@@ -640,7 +640,7 @@ ANSWERS["top_p_filter"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 09: the lowest loss (entropy) and the gap (KL)
+# ---------------------------------------------------------------- 09: the lowest loss on a sample (conditional entropy)
 
 
 def _entropy_mask(p):
@@ -648,149 +648,140 @@ def _entropy_mask(p):
     return float(-(p * np.log(p)).sum())
 
 
-def _entropy_float32(p):
-    p = np.asarray(p, dtype=np.float32)
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
+def _floor_counter(contexts, tokens):  # group by context with Counters, one context at a time
+    from collections import Counter, defaultdict
+
+    groups = defaultdict(Counter)
+    for c, x in zip(contexts.tolist(), tokens.tolist()):
+        groups[c][x] += 1
+    n = len(tokens)
+    return sum(
+        sum(g.values()) / n * _entropy_mask(np.array(list(g.values())) / sum(g.values()))
+        for g in groups.values()
+    )
 
 
-def _entropy_loop_fsum(p):
-    return -math.fsum(x * math.log(x) for x in p.tolist() if x > 0)
+def _floor_per_pair_mean(contexts, tokens):  # the mean over pairs of -ln(n_cx / n_c)
+    pairs = np.stack([contexts, tokens], 1)
+    _, inv, joint = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
+    _, cinv, ctx = np.unique(contexts, return_inverse=True, return_counts=True)
+    return float(-np.log(joint[inv.ravel()] / ctx[cinv.ravel()]).mean())
 
 
-def _entropy_xlogy_torch(p):  # torch's xlogy gives 0 ln 0 = 0
-    t = torch.from_numpy(p)
-    return float(-torch.special.xlogy(t, t).sum())
+def _floor_chain_rule(contexts, tokens):  # H(C, T) - H(C), the chain rule, in float32
+    joint = np.unique(np.stack([contexts, tokens], 1), axis=0, return_counts=True)[1].astype(np.float32)
+    ctx = np.unique(contexts, return_counts=True)[1].astype(np.float32)
+    h = lambda c: -(c / c.sum() * np.log(c / c.sum())).sum()  # noqa: E731
+    return float(h(joint) - h(ctx))
 
 
-@functools.wraps(_entropy_mask)
-def _entropy_wrapped(p):
-    return float(-np.dot(p[p > 0], np.log(p[p > 0])))
+def _floor_torch_fit(contexts, tokens):  # another algorithm: fit free logits per context by LBFGS
+    _, ci = np.unique(contexts, return_inverse=True)
+    _, ti = np.unique(tokens, return_inverse=True)
+    z = torch.zeros(int(ci.max()) + 1, int(ti.max()) + 1, dtype=torch.float64, requires_grad=True)
+    ci, ti = torch.from_numpy(ci.ravel()), torch.from_numpy(ti.ravel())
+    opt = torch.optim.LBFGS(
+        [z], max_iter=2000, tolerance_grad=1e-13, tolerance_change=1e-16, line_search_fn="strong_wolfe"
+    )
+
+    def loss():
+        opt.zero_grad()
+        out = -torch.log_softmax(z, 1)[ci, ti].mean()
+        out.backward()
+        return out
+
+    for _ in range(3):
+        opt.step(loss)
+    return float(loss())
+
+
+@functools.wraps(_floor_counter)
+def _floor_wrapped(contexts, tokens):
+    return _floor_per_pair_mean(contexts, tokens)
+
+
+def _floor_ignoring_contexts(contexts, tokens):
+    return _entropy_mask(np.unique(tokens, return_counts=True)[1] / len(tokens))
+
+
+def _floor_each_context_once(contexts, tokens):
+    return float(
+        np.mean([_floor_ignoring_contexts(None, tokens[contexts == c]) for c in np.unique(contexts)])
+    )
 
 
 ANSWERS["my_lowest_loss"] = Answers(
     check=FX.check_lowest_loss,
     right={
-        "mask": _entropy_mask,
-        "float32": _entropy_float32,
-        "loop_fsum": _entropy_loop_fsum,
-        "torch_xlogy": _entropy_xlogy_torch,
-        "dot_wrapped": _entropy_wrapped,
+        "counters": _floor_counter,
+        "per_pair_mean": _floor_per_pair_mean,
+        "chain_rule_float32": _floor_chain_rule,
+        "lbfgs_fit": _floor_torch_fit,
+        "wrapped": _floor_wrapped,
     },
     wrong={
-        "bits": lambda p: _entropy_mask(p) / math.log(2),
-        "log10": lambda p: float(-(p[p > 0] * np.log10(p[p > 0])).sum()),
-        "zero_entries_give_nan": lambda p: float(-(p * np.log(p)).sum()),
-        "sign": lambda p: -_entropy_mask(p),
-        "unweighted_mean_surprisal": lambda p: float(-np.log(p[p > 0]).mean()),
-        "ln_of_support_size": lambda p: math.log(int((p > 0).sum())),
-        "a_perfect_model_pays_zero": lambda p: 0.0,
-        "the_uniform_models_loss": lambda p: math.log(p.size),
-        "the_likeliest_tokens_loss": lambda p: float(-np.log(p.max())),
-        "error_rate_of_the_mode": lambda p: float(1 - p.max()),
+        "bits": lambda c, t: _floor_counter(c, t) / math.log(2),
+        "log10": lambda c, t: _floor_counter(c, t) / math.log(10),
+        "sign": lambda c, t: -_floor_counter(c, t),
+        "a_model_can_memorise_every_pair": lambda c, t: 0.0,
+        "contexts_ignored": _floor_ignoring_contexts,
+        "joint_entropy_of_the_pairs": lambda c, t: _entropy_mask(
+            np.unique(np.stack([c, t], 1), axis=0, return_counts=True)[1] / len(t)
+        ),
+        "each_context_counted_once": _floor_each_context_once,
+        "uniform_over_tokens_seen_per_context": lambda c, t: float(
+            np.mean([math.log(np.unique(t[c == x]).size) for x in c])
+        ),
+        "a_total_not_a_mean": lambda c, t: len(t) * _floor_counter(c, t),
+        "zero_counts_give_nan": lambda c, t: float(
+            sum(
+                -np.sum(
+                    (f := np.bincount(t[c == x], minlength=t.max() + 1) / len(t))
+                    * np.log(f / (c == x).mean())
+                )
+                for x in np.unique(c)
+            )
+        ),
     },
     first_hints={
         "bits": "which logarithm",
         "log10": "which logarithm",
-        "zero_entries_give_nan": "what does 0 * ln 0 give",
         "sign": "sign flipped",
-        "ln_of_support_size": "the uniform model",
-        "a_perfect_model_pays_zero": "cannot know which one comes",
-        "the_uniform_models_loss": "the uniform model",
-        "the_likeliest_tokens_loss": "the likeliest token",
+        "a_model_can_memorise_every_pair": "followed by different tokens",
+        "contexts_ignored": "ignores the contexts",
+        "joint_entropy_of_the_pairs": "one outcome",
+        "each_context_counted_once": "counts once",
+        "uniform_over_tokens_seen_per_context": "the uniform model over the tokens seen",
+        "a_total_not_a_mean": "a total over",
+        "zero_counts_give_nan": "0 * ln 0",
     },
     refused={
-        "course_entropy": (lambda p: FL.entropy(p), "called lmcore.course.floor.lesson.entropy"),
-        "course_cross_entropy_with_itself": (
-            lambda p: FL.cross_entropy(p, p),
-            "called lmcore.course.floor.lesson.cross_entropy",
+        "course_entropy_per_context": (
+            lambda c, t: sum(
+                (c == x).mean() * FL.entropy(np.unique(t[c == x], return_counts=True)[1] / (c == x).sum())
+                for x in np.unique(c)
+            ),
+            "called lmcore.course.floor.lesson.entropy",
         ),
         "torch_categorical_entropy": (
-            lambda p: float(torch.distributions.Categorical(probs=torch.from_numpy(p)).entropy()),
+            lambda c, t: sum(
+                (c == x).mean()
+                * float(
+                    torch.distributions.Categorical(
+                        probs=torch.from_numpy(np.unique(t[c == x], return_counts=True)[1] / (c == x).sum())
+                    ).entropy()
+                )
+                for x in np.unique(c)
+            ),
             "a library's entropy or KL in one call",
         ),
-    },
-)
-
-
-def _terms_mask(p, q):  # the combined log, p ln(p / q), on the entries p > 0
-    out, k = np.zeros_like(p), p > 0
-    out[k] = p[k] * np.log(p[k] / q[k])
-    return out
-
-
-def _terms_difference(p, q):  # x's term of the model's loss minus x's term of the lowest
-    logp = np.log(np.where(p > 0, p, 1.0))
-    return -p * np.log(q) - (-p * logp)
-
-
-def _terms_float32(p, q):
-    p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
-    return np.where(p32 > 0, p32 * (np.log(np.where(p32 > 0, p32, 1)) - np.log(q32)), 0)
-
-
-def _terms_loop(p, q):
-    return np.array([a * math.log(a / b) if a > 0 else 0.0 for a, b in zip(p.tolist(), q.tolist())])
-
-
-@torch.no_grad()
-def _terms_torch_xlogy(p, q):
-    tp, tq = torch.from_numpy(p), torch.from_numpy(q)
-    return (torch.special.xlogy(tp, tp) - torch.special.xlogy(tp, tq)).numpy()
-
-
-@functools.wraps(_terms_mask)
-def _terms_wrapped(p, q):
-    return _terms_difference(p, q)
-
-
-ANSWERS["my_gap_by_token"] = Answers(
-    check=FX.check_gap_by_token,
-    right={
-        "combined_log": _terms_mask,
-        "termwise_difference": _terms_difference,
-        "float32": _terms_float32,
-        "loop": _terms_loop,
-        "torch_xlogy_no_grad": _terms_torch_xlogy,
-        "wrapped": _terms_wrapped,
-    },
-    wrong={
-        "the_total_gap_not_per_token": lambda p, q: float(_terms_mask(p, q).sum()),
-        "reversed_q_ln_q_over_p": lambda p, q: (
-            _terms_mask(q, p) if np.all(p > 0) else np.full(p.size, np.inf)
-        ),
-        "bits": lambda p, q: _terms_mask(p, q) / math.log(2),
-        "log10": lambda p, q: _terms_mask(p, q) / math.log(10),
-        "sign": lambda p, q: -_terms_mask(p, q),
-        "unweighted_log_ratio": lambda p, q: np.where(p > 0, np.log(np.where(p > 0, p, 1.0) / q), 0.0),
-        "the_models_whole_loss_per_token": lambda p, q: -p * np.log(q),
-        "zero_entries_give_nan": lambda p, q: p * np.log(p / q),
-        "a_token_that_never_comes_pays_its_surprisal": lambda p, q: np.where(
-            p > 0, _terms_mask(p, q), -np.log(q)
-        ),
-        "generalised_kl_terms_add_q_minus_p": lambda p, q: _terms_mask(p, q) - p + q,
-    },
-    first_hints={
-        "the_total_gap_not_per_token": "one number",
-        "reversed_q_ln_q_over_p": "weighting by the model",
-        "bits": "which logarithm",
-        "log10": "which logarithm",
-        "sign": "sign flipped",
-        "unweighted_log_ratio": "how often does x come",
-        "the_models_whole_loss_per_token": "whole expected loss",
-        "zero_entries_give_nan": "what does 0 * ln 0 give",
-        "a_token_that_never_comes_pays_its_surprisal": "that token never comes",
-        "generalised_kl_terms_add_q_minus_p": "a token that never comes bring",
-    },
-    refused={
-        "course_gap_by_token": (lambda p, q: FL.gap_by_token(p, q), "called lmcore.course.floor.lesson"),
-        "course_kl_divergence_per_entry": (
-            lambda p, q: np.array([FL.kl_divergence(p, q)] * p.size),
-            "called lmcore.course.floor.lesson",
-        ),
-        "torch_kl_div_no_reduction": (
-            lambda p, q: F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="none").numpy(),
-            "a library's entropy or KL in one call",
+        "lmcore_unigram_entropy_per_context": (
+            lambda c, t: sum(
+                (c == x).mean()
+                * lmcore.data.base.unigram_entropy(torch.from_numpy(t[c == x].astype(np.int64)))
+                for x in np.unique(c)
+            ),
+            "lmcore's unigram entropy in one call",
         ),
     },
 )
@@ -1018,93 +1009,110 @@ ANSWERS["my_floor"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 09: the context-free floor
+# ---------------------------------------------------------------- 09: the floor one token back
 
 
-def _target_ids(high, *, first=1, eos=True):
+def _pair_list(high, *, eos=True, user_target=False):
+    """Every (previous token, target) pair over all (a, b) on 0..high, each turn once."""
     out = []
     for a in range(high + 1):
         for b in range(high + 1):
-            out += TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[first:] + (
-                [TOK.eos_id] if eos else []
-            )
+            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + ([TOK.eos_id] if eos else [])
+            if user_target:
+                ids = [TOK.eos_id] + ids
+            out += list(zip(ids[:-1], ids[1:]))
     return out
 
 
-def _cf_counter(high):
-    c = np.array(list(Counter(_target_ids(high)).values()), dtype=float)
-    p = c / c.sum()
-    return float(-(p * np.log(p)).sum())
+def _bigram_counter(high, **kw):
+    pairs = Counter(_pair_list(high, **kw))
+    before = Counter()
+    for (c, _), k in pairs.items():
+        before[c] += k
+    n = sum(pairs.values())
+    return -math.fsum(k / n * math.log(k / before[c]) for (c, _), k in pairs.items())
 
 
-def _cf_float32(high):
-    c = np.array(list(Counter(_target_ids(high)).values()), dtype=np.float32)
-    p = c / c.sum()
-    return float(-(p * np.log(p)).sum())
+def _bigram_float32(high):  # a count matrix and row-normalised frequencies, in float32
+    m = np.zeros((TOK.vocab_size, TOK.vocab_size), dtype=np.float32)
+    for c, x in _pair_list(high):
+        m[c, x] += 1
+    rows = m.sum(1, keepdims=True)
+    f = np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
+    terms = np.where(m > 0, m * np.log(np.where(f > 0, f, 1)), 0)
+    return float(-terms.sum() / m.sum())
 
 
-def _cf_bincount_log_of_total(high):  # ln N - sum c ln c / N: the counts, never the frequencies
-    c = np.bincount(_target_ids(high)).astype(float)
-    c = c[c > 0]
-    n = c.sum()
-    return float(math.log(n) - (c * np.log(c)).sum() / n)
+def _bigram_chain_rule(high):  # H(previous, target) - H(previous)
+    pairs = _pair_list(high)
+    joint = np.array(list(Counter(pairs).values()), dtype=float)
+    prev = np.array(list(Counter(c for c, _ in pairs).values()), dtype=float)
+    return _entropy_mask(joint / joint.sum()) - _entropy_mask(prev / prev.sum())
 
 
-def _cf_fit_by_descent(high):  # another algorithm: fit a unigram model, read its loss
-    ids = torch.tensor(_target_ids(high))
-    counts = torch.bincount(ids, minlength=TOK.vocab_size).double()
-    z = torch.zeros(TOK.vocab_size, dtype=torch.float64)
-    z[counts > 0] = counts[counts > 0].log()  # the optimum in closed form: logits = ln counts
-    z[counts == 0] = -math.inf
-    return float(F.cross_entropy(z.expand(len(ids), -1), ids))
+def _bigram_fit(
+    high,
+):  # another algorithm: a bigram model's logits in closed form, its loss by F.cross_entropy
+    pairs = torch.tensor(_pair_list(high))
+    m = torch.zeros(TOK.vocab_size, TOK.vocab_size, dtype=torch.float64)
+    m.index_put_((pairs[:, 0], pairs[:, 1]), torch.ones(len(pairs), dtype=torch.float64), accumulate=True)
+    z = torch.where(m > 0, m.log(), torch.tensor(-math.inf, dtype=torch.float64))
+    return float(F.cross_entropy(z[pairs[:, 0]], pairs[:, 1]))
 
 
-@functools.wraps(_cf_counter)
-def _cf_wrapped(high):
-    return _cf_bincount_log_of_total(high)
+@functools.wraps(_bigram_counter)
+def _bigram_wrapped(high):
+    return _bigram_chain_rule(high)
 
 
-def _cf_by_hand_entropy(h):
-    c = np.array(list(Counter(_target_ids(h)).values()), dtype=float)
-    p = c / c.sum()
-    return p
+def _bigram_each_previous_once(high):
+    pairs = Counter(_pair_list(high))
+    groups = {}
+    for (c, _), k in pairs.items():
+        groups.setdefault(c, []).append(k)
+    return float(np.mean([_entropy_mask(np.array(g) / sum(g)) for g in groups.values()]))
 
 
-ANSWERS["my_context_free_floor"] = Answers(
-    check=FX.check_context_free_floor,
+ANSWERS["my_previous_token_floor"] = Answers(
+    check=FX.check_previous_token_floor,
     right={
-        "counter": _cf_counter,
-        "float32": _cf_float32,
-        "counts_not_frequencies": _cf_bincount_log_of_total,
-        "unigram_model_loss": _cf_fit_by_descent,
-        "wrapped": _cf_wrapped,
+        "counter": _bigram_counter,
+        "float32_matrix": _bigram_float32,
+        "chain_rule": _bigram_chain_rule,
+        "bigram_model_loss": _bigram_fit,
+        "wrapped": _bigram_wrapped,
     },
     wrong={
-        "the_floor_with_context": lambda h: chat_arithmetic_entropy(high=h),
+        "the_floor_with_the_whole_prefix": lambda h: chat_arithmetic_entropy(high=h),
+        "a_model_that_reads_nothing": lambda h: _entropy_mask(
+            np.array(list(Counter(x for _, x in _pair_list(h)).values())) / len(_pair_list(h))
+        ),
         "ln_V": lambda h: math.log(TOK.vocab_size),
-        "user_counted_as_a_target": lambda h: _entropy_mask(
-            np.array(list(Counter(_target_ids(h, first=0)).values()), dtype=float)
-            / len(_target_ids(h, first=0))
-        ),
-        "no_EOS_target": lambda h: _entropy_mask(
-            np.array(list(Counter(_target_ids(h, eos=False)).values()), dtype=float)
-            / len(_target_ids(h, eos=False))
-        ),
-        "bits": lambda h: _cf_counter(h) / math.log(2),
-        "only_the_tokens_that_occur_uniform": lambda h: math.log(len(set(_target_ids(h)))),
+        "each_turn_is_fixed_so_zero": lambda h: 0.0,
+        "user_counted_as_a_target": lambda h: _bigram_counter(h, user_target=True),
+        "no_EOS_target": lambda h: _bigram_counter(h, eos=False),
+        "each_previous_token_counted_once": _bigram_each_previous_once,
+        "bits": lambda h: _bigram_counter(h) / math.log(2),
+    },
+    first_hints={
+        "a_model_that_reads_nothing": "reads nothing",
+        "each_turn_is_fixed_so_zero": "fixed by the token before it",
+        "user_counted_as_a_target": "<user> as a target",
+        "no_EOS_target": "leave out EOS",
+        "each_previous_token_counted_once": "counts once",
+        "bits": "which logarithm",
     },
     refused={
-        "course_context_free_floor": (
-            lambda h: FX.context_free_floor(h),
-            "called lmcore.course.floor.exercises.context_free_floor",
+        "course_previous_token_floor": (
+            lambda h: FX.previous_token_floor(h),
+            "called lmcore.course.floor.exercises.previous_token_floor",
         ),
-        "course_entropy_of_the_frequencies": (
-            lambda h: FL.entropy(_cf_by_hand_entropy(h)),
+        "course_entropy_per_previous_token": (
+            lambda h: sum(
+                len(g) / len(_pair_list(h)) * FL.entropy(np.array(list(Counter(g).values())) / len(g))
+                for g in [[x for c, x in _pair_list(h) if c == c0] for c0 in set(c for c, _ in _pair_list(h))]
+            ),
             "called lmcore.course.floor.lesson.entropy",
-        ),
-        "lmcore_unigram_entropy": (
-            lambda h: lmcore.unigram_entropy(_target_ids(h), TOK.vocab_size),
-            "lmcore's unigram entropy in one call",
         ),
     },
 )

@@ -15,21 +15,19 @@ from lmcore.data import ChatTokenizer, chat_arithmetic_entropy
 TOK = ChatTokenizer()
 
 
-def _entropy_ref(p):
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
+def _floor_ref(contexts, tokens):
+    """The lowest mean loss on the sample, by a naive loop: each context's next-token counts,
+    their entropy weighted by how often the context comes."""
+    from collections import Counter, defaultdict
 
-
-def _kl_ref(p, q):
-    k = p > 0
-    return float((p[k] * np.log(p[k] / q[k])).sum())
-
-
-def _terms_ref(p, q):
-    """Token x's share of the gap: p(x) ln(p(x) / q(x)), 0 where p(x) = 0."""
-    out, k = np.zeros_like(p), p > 0
-    out[k] = p[k] * np.log(p[k] / q[k])
-    return out
+    groups = defaultdict(Counter)
+    for c, x in zip(contexts.tolist(), tokens.tolist()):
+        groups[c][x] += 1
+    n, total = len(tokens), 0.0
+    for g in groups.values():
+        n_c = sum(g.values())
+        total -= sum(k / n * math.log(k / n_c) for k in g.values())
+    return total
 
 
 def _passes_silently(checker, fn, capfd):
@@ -40,33 +38,48 @@ def _passes_silently(checker, fn, capfd):
     return ok and out.err == "" and "✓ pass" in out.out
 
 
+def _floor_np_where(contexts, tokens):
+    """Per context, np.where over all token ids: log(0) warns, and the answer is right."""
+    out = 0.0
+    for c in np.unique(contexts):
+        f = np.bincount(tokens[contexts == c]) / (contexts == c).sum()
+        out -= (contexts == c).mean() * np.where(f > 0, f * np.log(f), 0).sum()
+    return float(out)
+
+
 def test_textbook_np_where_answers_pass_without_a_warning(capfd):
     """np.where evaluates both branches: log(0) warns. The check must pass and write nothing to stderr."""
-    assert _passes_silently(
-        FX.check_lowest_loss, lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), capfd
-    )
-    assert _passes_silently(
-        FX.check_gap_by_token, lambda p, q: np.where(p > 0, p * np.log(p / q), 0.0), capfd
-    )
-    assert _passes_silently(FX.check_lowest_loss, _entropy_ref, capfd)
-    assert _passes_silently(FX.check_gap_by_token, _terms_ref, capfd)
+    assert _passes_silently(FX.check_lowest_loss, _floor_np_where, capfd)
+    assert _passes_silently(FX.check_lowest_loss, _floor_ref, capfd)
 
 
 def test_warnings_are_silenced_only_during_the_call():
-    FX.check_lowest_loss(lambda p: float(-np.where(p > 0, p * np.log(p), 0).sum()), quiet=True)
+    FX.check_lowest_loss(_floor_np_where, quiet=True)
     with pytest.warns(RuntimeWarning):
         np.log(np.array([0.0]))
+
+
+def test_the_reference_agrees_with_the_naive_loop_and_with_the_chain_rule():
+    rng = np.random.default_rng(5)
+    c, t = rng.integers(0, 7, 500), rng.integers(0, 9, 500)
+    h = lambda k: float(-(k / k.sum() * np.log(k / k.sum())).sum())  # noqa: E731
+    joint = np.unique(np.stack([c, t], 1), axis=0, return_counts=True)[1]
+    assert FX._sample_floor(c, t) == pytest.approx(_floor_ref(c, t), rel=1e-12)
+    assert FX._sample_floor(c, t) == pytest.approx(
+        h(joint) - h(np.unique(c, return_counts=True)[1]), rel=1e-12
+    )
+    assert FX._sample_floor(np.arange(4), np.array([5, 6, 5, 6])) == 0.0  # every context new: memorised
+    assert FX._sample_floor(np.zeros(4, int), np.array([1, 2, 3, 4])) == pytest.approx(math.log(4))
 
 
 @pytest.mark.parametrize(
     "wrong",
     [
-        lambda p: FL.entropy(p),  # the course's reference
-        lambda p: FL.cross_entropy(p, p),  # the reference by another name
-        lambda p: float(-(p[p > 0] * np.log2(p[p > 0])).sum()),  # bits, not nats
-        lambda p: float(-(p * np.log(p)).sum()),  # 0 ln 0 -> nan
-        lambda p: float((p[p > 0] * np.log(p[p > 0])).sum()),  # sign
-        lambda p: float(-np.log(p[p > 0]).mean()),  # mean surprisal, unweighted
+        lambda c, t: _floor_ref(c, t) / math.log(2),  # bits, not nats
+        lambda c, t: -_floor_ref(c, t),  # sign
+        lambda c, t: 0.0,  # "a model can memorise every pair"
+        lambda c, t: FX._entropy_of_counts(np.unique(t, return_counts=True)[1]),  # contexts ignored
+        lambda c, t: len(t) * _floor_ref(c, t),  # a total
     ],
 )
 def test_check_lowest_loss_rejects(wrong, capsys):
@@ -74,59 +87,36 @@ def test_check_lowest_loss_rejects(wrong, capsys):
     assert "✗ fail" in capsys.readouterr().out
 
 
-def test_the_checkers_own_references_are_refused(capsys):
-    assert not FX.check_lowest_loss(lambda p: FX._entropy(p))
-    assert not FX.check_gap_by_token(lambda p, q: FX._gap_terms(p, q))
-    out = capsys.readouterr().out
-    assert "called lmcore.course.floor.exercises._entropy" in out
-    assert "called lmcore.course.floor.exercises._gap_terms" in out
+def test_the_checkers_own_reference_is_refused(capsys):
+    assert not FX.check_lowest_loss(lambda c, t: FX._sample_floor(c, t))
+    assert "called lmcore.course.floor.exercises._sample_floor" in capsys.readouterr().out
 
 
-def test_the_reference_is_refused_only_inside_the_learner_call(capsys):
-    assert not FX.check_lowest_loss(lambda p: FL.entropy(p))
+def test_the_course_entropy_is_refused_only_inside_the_learner_call(capsys):
+    def via_course(c, t):
+        return sum(
+            (c == x).mean() * FL.entropy(np.unique(t[c == x], return_counts=True)[1] / (c == x).sum())
+            for x in np.unique(c)
+        )
+
+    assert not FX.check_lowest_loss(via_course)
     out = capsys.readouterr().out
     assert "your function called lmcore.course.floor.lesson.entropy: write it yourself" in out
     assert FL.entropy([0.5, 0.5]) == pytest.approx(math.log(2))  # usable again afterwards
 
 
 @pytest.mark.parametrize(
-    "wrong",
-    [
-        lambda p, q: FL.gap_by_token(p, q),  # the course's reference
-        lambda p, q: np.full(p.size, FL.kl_divergence(p, q)),  # the course's KL, spread out
-        lambda p, q: _terms_ref(q, p) if np.all(p > 0) else np.full(p.size, np.inf),  # reversed
-        lambda p, q: _terms_ref(p, q) / math.log(2),  # bits
-        lambda p, q: -p * np.log(q),  # the model's whole loss per token, not its share of the gap
-        lambda p, q: _kl_ref(p, q),  # the total gap, one number
-        lambda p, q: _terms_ref(p, q) - p + q,  # generalised KL terms: same total, other entries
-    ],
-)
-def test_check_gap_by_token_rejects(wrong):
-    assert not FX.check_gap_by_token(wrong, quiet=True)
-
-
-def _terms_difference_float32(p, q):
-    """x's term of the model's loss minus x's term of the lowest, in float32: a right answer, as
-    is the combined log."""
-    p32, q32 = p.astype(np.float32), q.astype(np.float32)
-    return -p32 * np.log(q32) + p32 * np.log(np.where(p32 > 0, p32, 1))
-
-
-def test_check_gap_by_token_accepts_the_difference_of_two_terms_and_the_combined_log(capsys):
-    assert FX.check_gap_by_token(lambda p, q: -p * np.log(q) + p * np.log(np.where(p > 0, p, 1.0)))
-    assert FX.check_gap_by_token(_terms_difference_float32)
-    assert FX.check_gap_by_token(_terms_ref)
-    assert FX.check_gap_by_token(lambda p, q: list(_terms_ref(p, q)))  # a list of floats reads the same
-    assert capsys.readouterr().out.count("✓ pass") == 4
-
-
-@pytest.mark.parametrize(
     "wrong, says",
     [
-        (lambda p: 0.0, "cannot know which one comes"),  # "a perfect model pays 0"
-        (lambda p: math.log(p.size), "the uniform model"),  # the uniform model's loss
-        (lambda p: float(-np.log(p.max())), "the likeliest token"),  # the mode's loss alone
-        (lambda p: float(-(p[p > 0] * np.log10(p[p > 0])).sum()), "which logarithm"),
+        (lambda c, t: 0.0, "followed by different tokens"),
+        (lambda c, t: FX._entropy_of_counts(np.unique(t, return_counts=True)[1]), "ignores the contexts"),
+        (
+            lambda c, t: FX._entropy_of_counts(np.unique(np.stack([c, t], 1), axis=0, return_counts=True)[1]),
+            "one outcome",
+        ),
+        (lambda c, t: _floor_ref(c, t) / math.log(10), "which logarithm"),
+        (lambda c, t: len(t) * _floor_ref(c, t), "a total over"),
+        (lambda c, t: 0.5 * _floor_ref(c, t) + 1e-3, "below what any model reaches"),
     ],
 )
 def test_a_wrong_floor_is_diagnosed(wrong, says, capsys):
@@ -134,34 +124,12 @@ def test_a_wrong_floor_is_diagnosed(wrong, says, capsys):
     assert says in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    "wrong, says",
-    [
-        (lambda p, q: -p * np.log(q), "whole expected loss"),
-        (
-            lambda p, q: _terms_ref(q, p) if np.all(p > 0) else np.full(p.size, np.inf),
-            "weighting by the model",
-        ),
-        (lambda p, q: _kl_ref(p, q), "one number"),
-        (lambda p, q: np.where(p > 0, np.log(np.where(p > 0, p, 1.0) / q), 0.0), "how often does x come"),
-        (lambda p, q: np.where(p > 0, _terms_ref(p, q), -np.log(q)), "that token never comes"),
-        (lambda p, q: p * np.log(p / q), "what does 0 * ln 0 give"),
-        (lambda p, q: _terms_ref(p, q) - p + q, "a token that never comes bring"),
-        (lambda p, q: _terms_ref(p, q)[::-1].copy(), "not token by token"),
-    ],
-)
-def test_a_wrong_gap_by_token_is_diagnosed(wrong, says, capsys):
-    assert not FX.check_gap_by_token(wrong)
-    assert says in capsys.readouterr().out
-
-
-def test_the_first_two_checks_do_not_name_their_answer(capsys):
-    """The exercises ask for the lowest loss and the gap, and leave the learner to find that they
-    are the entropy and the KL divergence: neither a failure line nor its nudge names them."""
-    assert not FX.check_lowest_loss(lambda p: 0.5)
-    assert not FX.check_gap_by_token(lambda p, q: np.full(p.size, 0.5))
+def test_the_check_does_not_name_its_answer(capsys):
+    """The exercise asks for the lowest loss on a sample and leaves the learner to find that it is
+    the entropy of each context's next tokens: neither a failure line nor its nudge names it."""
+    assert not FX.check_lowest_loss(lambda c, t: 0.5)
     out = capsys.readouterr().out.lower()
-    assert "entropy" not in out and "kl" not in out and "sum p ln p" not in out
+    assert "entropy" not in out and "frequenc" not in out and "ln p" not in out
 
 
 # ---------------------------------------------------------------- the subtraction generator
@@ -275,9 +243,9 @@ def test_stub_reads_not_attempted(capsys):
     def stub(*args):
         raise NotImplementedError
 
-    for checker in (FX.check_lowest_loss, FX.check_gap_by_token, FX.check_subtraction_floor):
+    for checker in (FX.check_lowest_loss, FX.check_subtraction_floor):
         assert not checker(stub)
-    assert capsys.readouterr().out.count("not attempted yet") == 3
+    assert capsys.readouterr().out.count("not attempted yet") == 2
 
 
 # ---------------------------------------------------------------- a model that ignores context
@@ -310,40 +278,48 @@ def test_context_free_floor_by_hand_and_from_a_sampled_corpus():
     assert FX.context_free_floor(9) > chat_arithmetic_entropy() + 1.5  # context is worth a lot here
 
 
-WRONG_CONTEXT_FREE = {
-    "the course's reference": lambda h: FX.context_free_floor(h),
-    "the floor with context": lambda h: chat_arithmetic_entropy(high=h),
+def _bigram_floor_from_a_stream(texts):
+    """H(target | previous token) measured on a sampled corpus, by a naive loop over its pairs."""
+    from collections import Counter
+
+    pairs = Counter()
+    for text in texts:
+        ids = TOK.encode(text) + [TOK.eos_id]
+        pairs.update(zip(ids[:-1], ids[1:]))
+    before = Counter()
+    for (c, _), k in pairs.items():
+        before[c] += k
+    n = sum(pairs.values())
+    return -sum(k / n * math.log(k / before[c]) for (c, _), k in pairs.items())
+
+
+def test_previous_token_floor_by_hand_and_from_a_sampled_corpus():
+    # one turn <user> 0 + 0 = <assistant> 0 . EOS: the previous token 0 is followed by +, = and .
+    # once each (ln 3 for 3 of the 8 targets); every other previous token fixes its target
+    assert FX.previous_token_floor(0) == pytest.approx(3 / 8 * math.log(3))
+    from lmcore.data import chat_arithmetic
+
+    sample = _bigram_floor_from_a_stream(chat_arithmetic(20000, seed=4))
+    assert sample == pytest.approx(FX.previous_token_floor(9), abs=0.01)
+    assert chat_arithmetic_entropy() < FX.previous_token_floor(9) < FX.context_free_floor(9)
+
+
+WRONG_PREVIOUS = {
+    "the course's reference": lambda h: FX.previous_token_floor(h),
+    "the floor with the whole prefix": lambda h: chat_arithmetic_entropy(high=h),
+    "a model that reads nothing": lambda h: _freq_entropy(_targets(h)),
     "ln V (a uniform guess)": lambda h: math.log(TOK.vocab_size),
-    "<user> counted as a target": lambda h: _freq_entropy(_targets(h, first=0)),
-    "no EOS target": lambda h: _freq_entropy(_targets(h, eos=False)),
-    "bits": lambda h: _freq_entropy(_targets(h)) / math.log(2),
-    "only the tokens that occur, uniform": lambda h: math.log(len(set(_targets(h)))),
+    "0: every turn is fixed": lambda h: 0.0,
 }
 
 
-def test_check_context_free_floor_accepts_a_count(capsys):
-    assert FX.check_context_free_floor(lambda h: _freq_entropy(_targets(h)))
-    assert "✓ pass" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("name", sorted(WRONG_CONTEXT_FREE))
-def test_check_context_free_floor_rejects(name, capsys):
-    assert not FX.check_context_free_floor(WRONG_CONTEXT_FREE[name])
+@pytest.mark.parametrize("name", sorted(WRONG_PREVIOUS))
+def test_check_previous_token_floor_rejects(name, capsys):
+    assert not FX.check_previous_token_floor(WRONG_PREVIOUS[name])
     assert "✗ fail" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- issue 38: the answer matrix's findings
-
-
-def _entropy_float32(p):
-    p = np.asarray(p, dtype=np.float32)
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
-
-
-def _terms_float32(p, q):
-    p32, q32 = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
-    return np.where(p32 > 0, p32 * (np.log(np.where(p32 > 0, p32, 1)) - np.log(q32)), 0)
 
 
 def _floor_float32(h):
@@ -357,29 +333,45 @@ def _floor_float32(h):
     return float(nats / targets)
 
 
-def _context_free_float32(h):
+def _previous_token_float32(h):
     from collections import Counter
 
-    c = np.array(list(Counter(_targets(h)).values()), dtype=np.float32)
-    p = c / c.sum()
-    return float(-(p * np.log(p)).sum())
+    pairs = Counter()
+    for a in range(h + 1):
+        for b in range(h + 1):
+            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [TOK.eos_id]
+            pairs.update(zip(ids[:-1], ids[1:]))
+    k = np.array(list(pairs.values()), dtype=np.float32)
+    before = Counter()
+    for (c, _), v in pairs.items():
+        before[c] += v
+    nc = np.array([before[c] for c, _ in pairs], dtype=np.float32)
+    return float(-(k / k.sum() * np.log(k / nc)).sum())
+
+
+def _sample_floor_float32(contexts, tokens):
+    out = np.float32(0.0)
+    for c in np.unique(contexts):
+        k = np.unique(tokens[contexts == c], return_counts=True)[1].astype(np.float32)
+        f = k / k.sum()
+        out += np.float32((contexts == c).mean()) * -(f * np.log(f)).sum()
+    return float(out)
 
 
 def test_float32_answers_pass(capsys):
     """Issue 38: rtol 1e-7 rejected KL(p || q) in float32 ('expected 0.17831617, got 0.17831619'),
     the subtraction floor in float32 (a float32 loop is 1.3e-5 off at high = 99: rtol 1e-4, the
     nearest plausible mistake is 1.2e-3 off) and the context-free floor in float32."""
-    assert FX.check_lowest_loss(_entropy_float32)
-    assert FX.check_gap_by_token(_terms_float32)
+    assert FX.check_lowest_loss(_sample_floor_float32)
     assert FX.check_subtraction_floor(_floor_float32)
-    assert FX.check_context_free_floor(_context_free_float32)
-    assert capsys.readouterr().out.count("✓ pass") == 4
+    assert FX.check_previous_token_floor(_previous_token_float32)
+    assert capsys.readouterr().out.count("✓ pass") == 3
 
 
 def test_the_nearest_wrong_floors_still_fail_at_the_looser_tolerance():
     assert not FX.check_subtraction_floor(WRONG_FLOORS["mean of ratios"], quiet=True)
-    for name in WRONG_CONTEXT_FREE:
-        assert not FX.check_context_free_floor(WRONG_CONTEXT_FREE[name], quiet=True), name
+    for name in WRONG_PREVIOUS:
+        assert not FX.check_previous_token_floor(WRONG_PREVIOUS[name], quiet=True), name
 
 
 def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
@@ -389,28 +381,42 @@ def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
     import torch.nn.functional as F
 
     cat = lambda p: torch.distributions.Categorical(probs=torch.from_numpy(p))  # noqa: E731
+
+    def per_context(entropy_of):
+        return lambda c, t: sum(
+            (c == x).mean() * entropy_of(np.unique(t[c == x], return_counts=True)[1] / (c == x).sum())
+            for x in np.unique(c)
+        )
+
     cheats = [
-        (FX.check_lowest_loss, lambda p: float(cat(p).entropy())),
-        (
-            FX.check_gap_by_token,
-            lambda p, q: F.kl_div(torch.from_numpy(q).log(), torch.from_numpy(p), reduction="none").numpy(),
+        lambda p: float(cat(p).entropy()),
+        lambda p: (
+            float(torch.distributions.kl_divergence(cat(p), cat(np.full(p.size, 1 / p.size))) * -1)
+            + math.log(p.size)
         ),
-        (
-            FX.check_gap_by_token,
-            lambda p, q: np.full(p.size, float(torch.distributions.kl_divergence(cat(p), cat(q)))),
+        lambda p: (
+            float(
+                F.kl_div(
+                    torch.full_like(torch.from_numpy(p), -math.log(p.size)),
+                    torch.from_numpy(p),
+                    reduction="sum",
+                )
+            )
+            * -1
+            + math.log(p.size)
         ),
     ]
-    for checker, cheat in cheats:
-        assert not checker(cheat)
+    for cheat in cheats:
+        assert not FX.check_lowest_loss(per_context(cheat))
         assert "a library's entropy or KL in one call" in capsys.readouterr().out
     # an elementwise helper leaves the sum to the learner: allowed
     assert FX.check_lowest_loss(
-        lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum())
+        per_context(lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum()))
     )
 
 
-def test_the_context_free_nudge_asks_without_giving_the_method():
+def test_the_previous_token_nudge_asks_without_giving_the_method():
     from lmcore.course.solutions import hint_stages
 
-    (nudge,), _ = hint_stages("check_context_free_floor")
-    assert "?" in nudge and "frequenc" not in nudge
+    (nudge,), _ = hint_stages("check_previous_token_floor")
+    assert "?" in nudge and "frequenc" not in nudge and "entropy" not in nudge

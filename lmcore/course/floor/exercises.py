@@ -1,24 +1,25 @@
-"""Notebook 09's exercises: the lowest expected loss any model can reach on data p, how much of
-a given model's gap above it each token brings, a mask that allows only some tokens, the loss floor of a generator
-the notebook has not shown (subtraction with ``b <= a``), and the floor of a model that ignores
+"""Notebook 09's exercises: the lowest mean loss any model can reach on a given sample of
+(context, next token) pairs, a mask that allows only some tokens, the loss floor of a generator the
+notebook has not shown (subtraction with ``b <= a``), and the floor of a model that ignores
 context.
 
 Each checker is :func:`lmcore.course.checks.check`: the learner's function runs with warnings
-captured (``np.where(p > 0, p * np.log(p), 0)`` warns but is right, and a test cell that writes
+captured (``np.where(f > 0, f * np.log(f), 0)`` warns but is right, and a test cell that writes
 to stderr scores 0 under nbgrader), and with ``forbid=`` a call to the course's own
-``entropy``, ``cross_entropy`` or ``kl_divergence`` (or the exercise's reference), or to a
-library's entropy or KL in one call (``Categorical.entropy``, ``F.kl_div``, ``kl_divergence``,
-SciPy's where installed), fails it. A float32 answer is right: the kit's tolerances. The first
-two checkers' titles and nudges do not name what they grade (the exercises ask the learner to
-find it): ``explain=`` diagnoses the plausible mistakes (a floor of 0, the uniform model's loss,
-the whole loss instead of the gap, one number instead of one per token, the model's weights
-instead of the data's, a token that never comes adding something).
+``entropy``, ``cross_entropy`` or ``kl_divergence`` (or the exercise's reference), to lmcore's
+``unigram_entropy``, or to a library's entropy or KL in one call (``Categorical.entropy``,
+``F.kl_div``, ``kl_divergence``, SciPy's where installed), fails it. A float32 answer is right:
+the kit's tolerances. The first checker's title and nudge do not name what it grades (the
+exercise asks the learner to find it): ``explain=`` diagnoses the plausible mistakes (a floor
+of 0, the contexts ignored, the pairs' joint entropy, each context counted once, a uniform
+model per context, a total instead of a mean).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 
 import numpy as np
 import torch
@@ -32,10 +33,10 @@ __all__ = [
     "subtraction_turns",
     "subtraction_floor",
     "check_lowest_loss",
-    "check_gap_by_token",
     "check_subtraction_floor",
     "context_free_floor",
-    "check_context_free_floor",
+    "previous_token_floor",
+    "check_previous_token_floor",
     "check_allow_only",
 ]
 
@@ -44,9 +45,8 @@ _REFERENCES = tuple(
     f"lmcore.course.floor.lesson.{n}" for n in ("entropy", "cross_entropy", "kl_divergence")
 ) + (
     "lmcore.course.floor.lesson.gap_by_token",
-    "lmcore.course.floor.exercises._entropy",
-    "lmcore.course.floor.exercises._kl",
-    "lmcore.course.floor.exercises._gap_terms",
+    "lmcore.course.floor.lesson.sample_floors",
+    "lmcore.course.floor.exercises._sample_floor",
 )
 # the libraries' whole entropy or KL in one call: "write the sum yourself" rules them out (an
 # elementwise helper such as torch.special.xlogy or entr leaves the sum to the learner: allowed)
@@ -69,213 +69,146 @@ _FORBID = {name: "write it yourself" for name in _REFERENCES} | {
 _RTOL, _ATOL = 1e-5, 1e-6
 
 
-def _explain_zeros(fn, case, expected, got) -> str:
-    """A nan or inf on a distribution with zero entries: the 0 ln 0 of a sum that skips nothing."""
-    if np.isfinite(float(got)) or not any(np.any(np.asarray(a) == 0) for a in case.args):
-        return ""
-    return (
-        f"your result is {float(got)} on an input with zero entries: what does 0 * ln 0 give in "
-        "floating point, and what should an entry equal to 0 add to the sum?"
-    )
-
-
 def _near(a: float, b: float) -> bool:
     return bool(np.isfinite(a) and np.isfinite(b) and abs(a - b) <= 1e-6 + 1e-5 * abs(b))
 
 
+def _pair_counts(contexts, tokens):
+    """n, the count of each (context, token) pair, and for each pair its context's count."""
+    pairs = np.stack([np.asarray(contexts).astype(np.int64), np.asarray(tokens).astype(np.int64)], axis=1)
+    uniq, joint = np.unique(pairs, axis=0, return_counts=True)
+    _, ctx_of_pair, ctx_counts = np.unique(uniq[:, 0], return_inverse=True, return_counts=True)
+    per_ctx = np.bincount(ctx_of_pair, weights=joint)  # n_c, in the order of ctx_counts
+    return int(joint.sum()), joint, per_ctx[ctx_of_pair], ctx_of_pair, per_ctx, ctx_counts
+
+
+def _sample_floor(contexts, tokens) -> float:
+    """The reference: -1/n sum over pairs of ln(n(c, x) / n(c)), the conditional entropy of the
+    next token given the context on the sample itself, in nats."""
+    n, joint, ctx_n, _, _, _ = _pair_counts(contexts, tokens)
+    return float(-(joint / n * np.log(joint / ctx_n)).sum())
+
+
+def _entropy_of_counts(counts) -> float:
+    f = np.asarray(counts, dtype=np.float64) / np.sum(counts)
+    return float(-(f * np.log(f)).sum())
+
+
+def _wrong_floors(contexts, tokens) -> list[tuple[float, str]]:
+    """The plausible wrong floors of a sample, each with the question its diagnosis asks."""
+    n, joint, _, ctx_of_pair, per_ctx, ctx_k = _pair_counts(contexts, tokens)
+    _, token_counts = np.unique(np.asarray(tokens), return_counts=True)
+    per_ctx_h = np.array([_entropy_of_counts(joint[ctx_of_pair == c]) for c in range(per_ctx.size)])
+    return [
+        (
+            _entropy_of_counts(token_counts),
+            "that is the lowest a model reaches when it gives every context the same q: it ignores "
+            "the contexts. Can a model that reads them do better on this sample?",
+        ),
+        (
+            _entropy_of_counts(joint),
+            "that treats each (context, token) pair as one outcome, as if the model had to predict the "
+            "context too. Which of the two does the model predict, and which does it read?",
+        ),
+        (
+            float(per_ctx_h.mean()),
+            "each distinct context counts once in your mean: the mean loss averages over the n pairs, so "
+            "a context that comes more often counts more often. How many of the n losses does each context give?",
+        ),
+        (
+            float((per_ctx / n * np.log(ctx_k)).sum()),
+            "within each context that is the uniform model over the tokens seen after it: is there a "
+            "q(. | c) whose mean loss on that context's pairs is lower?",
+        ),
+        (
+            n * _sample_floor(contexts, tokens),
+            f"that is {n} times the expected, a total over the {n} pairs: the exercise asks for their mean.",
+        ),
+    ]
+
+
 def _explain_lowest(fn, case, expected, got) -> str:
-    """What a wrong floor is: 0, the uniform model's loss, the likeliest token's loss, negative."""
-    zeros = _explain_zeros(fn, case, expected, got)
-    if zeros:
-        return zeros
-    p, g = np.asarray(case.args[0], dtype=np.float64), float(got)
-    if _near(g, 0.0):
+    """What a wrong sample floor is: nan, 0 where a context has two next tokens, negative, a
+    known mistake, or a value no model reaches."""
+    g = float(got)
+    if not np.isfinite(g):
         return (
-            "your result is 0 on an input where more than one token occurs: a model pays 0 only "
-            "if it gives the token that comes probability 1. Can it, when it cannot know which one comes?"
+            f"your result is {g}: what does 0 * ln 0, or the log of a share that is 0, give in "
+            "floating point, and should a token that never follows a context enter that context's sum?"
+        )
+    if _near(g, 0.0) and expected > 0:
+        return (
+            "your result is 0, but in this sample some context is followed by different tokens: can one "
+            "q(. | c) give probability 1 to each of them?"
         )
     if g < 0:
-        return "your result is negative: -ln q(x) >= 0 for every q(x) <= 1. Can an average of such losses be below 0?"
-    for n in {p.size, int((p > 0).sum())}:
-        if _near(g, math.log(n)):
-            return (
-                f"that is ln {n}, the expected loss of the uniform model q = 1/{n} on this input: "
-                "is there a model whose expected loss on this p is lower? Try one that follows p more closely."
-            )
-    if _near(g, -math.log(float(p.max()))):
-        return (
-            "that is -ln of the largest p(x): the loss only when the likeliest token comes. The "
-            "expected loss averages over every token p draws: what does the best model pay on the others?"
-        )
+        return "your result is negative: -ln q(x | c) >= 0 for every q <= 1. Can a mean of such losses be below 0?"
+    for value, text in _wrong_floors(*case.args):
+        if _near(g, value) and not _near(value, expected):
+            return text
+    if g < expected:
+        return "your result is below what any model reaches on this sample: which q(. | c) would pay it? Does each add up to 1?"
     return ""
 
 
-def _gap_terms(p, q) -> np.ndarray:
-    """Token x's share of the gap, p(x) ln(p(x) / q(x)), 0 where p(x) = 0: the reference."""
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    out, k = np.zeros_like(p), p > 0
-    out[k] = p[k] * np.log(p[k] / q[k])
-    return out
-
-
-def _near_all(a, b) -> bool:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return bool(a.shape == b.shape and np.all(np.isfinite(a)) and np.allclose(a, b, rtol=1e-5, atol=1e-6))
-
-
-def _share_of_a_token_never_seen(fn) -> str:
-    """For an answer whose entries add up to the gap but differ token by token (another rule, such
-    as p ln(p/q) - p + q): its share for a token that never comes, as a question ("" if it is 0)."""
-    p, q = np.array([0.7, 0.0, 0.3]), np.array([0.2, 0.5, 0.3])
-    try:
-        share = float(np.asarray(fn(p.copy(), q.copy()), dtype=np.float64)[1])
-    except Exception:  # noqa: BLE001 - a probe must never turn a failure into a crash
-        return ""
-    if not np.isfinite(share) or abs(share) <= 1e-9:
-        return ""
-    return (
-        f"your entries add up to the gap, but on p = [0.7, 0, 0.3], q = [0.2, 0.5, 0.3] your rule gives "
-        f"token 1, which never comes, a share of {share:.4g}: how much of the gap can a token that "
-        "never comes bring?"
-    )
-
-
-def _explain_gap_by_token(fn, case, expected, got) -> str:
-    """What a wrong per-token gap is: one number, the model's weights, no weights, a token that
-    never comes adding something, a nan from 0 ln 0."""
-    p, q = (np.asarray(a, dtype=np.float64) for a in case.args)
-    try:
-        g = np.asarray(got, dtype=np.float64)
-    except (TypeError, ValueError):
-        return ""
-    k = p > 0
-    if g.ndim == 0 or g.size == 1 and p.size > 1:
-        return (
-            f"your result is one number; the exercise asks for {p.size} of them, one per token: how "
-            "much of the gap does each token x bring?"
-        )
-    if g.shape != p.shape:
-        return ""
-    if not np.all(np.isfinite(g)):
-        bad = int(np.flatnonzero(~np.isfinite(g))[0])
-        if not k[bad]:
-            return (
-                f"your entry for token {bad} is {g[bad]}, and p = 0 there: what does 0 * ln 0 give in "
-                "floating point, and what should a token that never comes add to either expected loss?"
-            )
-        return ""
-    if np.any(~k) and np.any(np.abs(g[~k]) > 1e-9):
-        bad = int(np.flatnonzero(~k & (np.abs(g) > 1e-9))[0])
-        return (
-            f"your entry for token {bad} is {g[bad]:.6g}, yet p = 0 there: that token never comes. "
-            "What does it add to the model's expected loss, and what to the lowest?"
-        )
-    if np.all(k) and _near_all(g, _gap_terms(q, p)):
-        return (
-            "that is what weighting by the model's probabilities q gives: which distribution draws the "
-            "tokens whose losses the expected loss averages?"
-        )
-    if np.all(k) and _near_all(g, np.log(p / q)):
-        return (
-            "each entry is what the model pays above the best model when token x comes: how often does "
-            "x come, and how does that enter its share of an expected loss?"
-        )
-    if _near_all(g, -p * np.log(np.where(k, q, 1.0))):
-        return (
-            "each entry is token x's part of the model's whole expected loss: how much of it would even "
-            "the best model of this data pay on x?"
-        )
-    if _near_all(g.sum(), expected.sum()):
-        return _share_of_a_token_never_seen(fn) or (
-            "your entries add up to the right total, but not token by token: is each entry computed from "
-            "p(x) and q(x) alone, by one rule for every token, and would that rule add up to the gap for "
-            "any p and q, with 0 for a token that never comes?"
-        )
-    return ""
-
-
-def _grade(title: str, fn, reference, cases, hint, quiet: bool, explain, atol: float = _ATOL) -> bool:
-    return check(
-        title,
-        fn,
-        reference,
-        cases,
-        atol=atol,
-        rtol=_RTOL,
-        hint=hint,
-        quiet=quiet,
-        forbid=_FORBID,
-        explain=explain,
-        ratio_hints={
-            float(1 / np.log(10)): "that is 1/ln 10 times the expected: which logarithm did you take?"
-        },
-    )
-
-
-def _prob_cases(seed: int, pairs: bool) -> list[Case]:
-    fixed = [[0.5, 0.25, 0.125, 0.125], [0.1] * 10, [1.0, 0.0, 0.0], [0.7, 0.0, 0.3], [0.5, 0.5]]
-    rng = np.random.default_rng(seed)
-    ps = [np.array(p) for p in fixed] + [
-        rng.dirichlet(np.full(k, a)) for k, a in ((3, 1.0), (5, 0.3), (8, 2.0), (12, 0.5))
+def _pair_cases() -> list[Case]:
+    rng = np.random.default_rng(0)
+    fixed = [
+        ([0, 0, 1, 1], [5, 6, 5, 5], "contexts [0, 0, 1, 1], tokens [5, 6, 5, 5]"),
+        ([0, 0, 0, 0], [5, 5, 6, 7], "one context, tokens [5, 5, 6, 7]"),
+        ([0, 1, 2, 3], [5, 6, 5, 6], "four contexts once each, tokens [5, 6, 5, 6]"),
+        ([4, 9, 4, 9, 4, 2], [1, 1, 3, 1, 3, 1], "contexts [4, 9, 4, 9, 4, 2], tokens [1, 1, 3, 1, 3, 1]"),
+        (
+            [70_000, 3, 70_000, 3],
+            [123_456, 0, 0, 0],
+            "contexts [70000, 3, 70000, 3], tokens [123456, 0, 0, 0]",
+        ),
     ]
-    if not pairs:
-        return [Case((p,)) for p in ps]
-    return [
-        Case((p, q))
-        for p in ps
-        for q in (np.full(p.size, 1 / p.size), rng.dirichlet(np.ones(p.size)) * 0.9 + 0.1 / p.size)
-    ]
-
-
-def _entropy(p):
-    nz = p > 0
-    return float(-(p[nz] * np.log(p[nz])).sum())
-
-
-def _kl(p, q):
-    nz = p > 0
-    return float((p[nz] * np.log(p[nz] / q[nz])).sum())
+    cases = [Case((np.array(c), np.array(t)), label=label) for c, t, label in fixed]
+    ctx = rng.integers(0, 6, size=300)  # a bigram source: each context has its own next-token law
+    laws = rng.dirichlet(np.full(8, 0.4), size=6)
+    tok = np.array([rng.choice(8, p=laws[c]) for c in ctx])
+    cases.append(Case((ctx, tok), label="300 pairs, 6 contexts, 8 tokens"))
+    c32 = rng.integers(0, 40, size=100).astype(np.int32)
+    cases.append(
+        Case((c32, (c32 % 3 + rng.integers(0, 2, size=100)).astype(np.int32)), label="100 int32 pairs")
+    )
+    return cases
 
 
 def check_lowest_loss(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p)``: the lowest expected loss, in nats, that any model q reaches on data drawn
-    from ``p`` (1-D NumPy probabilities, zeros allowed): min over q of -sum p ln q."""
+    """Grade ``fn(contexts, tokens)``: the lowest mean loss -1/n sum_i ln q(tokens[i] | contexts[i]),
+    in nats, that any model (one next-token distribution per context) reaches on the n pairs
+    (two 1-D NumPy integer arrays of ids >= 0, the same length): the conditional entropy of the
+    next token given the context, on the sample itself."""
     hint = (
-        "The lowest loss is one that some model q actually reaches on this p. Which q makes "
-        "-sum p ln q smallest? Test two inputs by hand: p = [1, 0, 0], and p uniform over n tokens. "
-        "And what should a token with p = 0, one that never comes, add?",
-        "The best model is q = p: H(p, q) - H(p, p) = sum p ln(p / q) >= 0, since ln x <= x - 1. "
-        "So the floor is the entropy H(p) = -sum p ln p, with the natural log (nats, not bits); the "
-        "zero entries add 0 (0 ln 0 = 0), so leave them out of the sum.",
+        "A model may give each context its own q(. | c); it is scored by its mean loss over the n pairs. "
+        "Work three samples by hand: contexts [0, 0] with tokens [5, 5]; contexts [0, 0] with tokens "
+        "[5, 6]; contexts [0, 1] with tokens [5, 6]. What is the lowest mean loss of each, and what "
+        "changes between the last two?",
+        "Group the pairs by context: context c, seen n_c times and followed by token x n_cx times, adds "
+        "-sum_x n_cx ln q(x | c) to the total. Each context's q is free, so minimise each group alone: by "
+        "notebook 01's split (cross-entropy = entropy + KL, KL >= 0) the best q(. | c) is c's own "
+        "next-token frequencies n_cx / n_c. The floor is sum_c (n_c / n) * (-sum_x (n_cx / n_c) "
+        "ln(n_cx / n_c)), natural log (nats).",
     )
-    return _grade(
-        "lowest expected loss on data p", fn, _entropy, _prob_cases(0, False), hint, quiet, _explain_lowest
-    )
-
-
-def check_gap_by_token(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(p, q) -> array``: for each token x, x's share, in nats, of model ``q``'s expected
-    loss on data ``p`` above the lowest any model reaches: one rule of p(x) and q(x) for every
-    token, whose entries add up to that gap for any p and q, and 0 where p(x) = 0 (q > 0
-    everywhere). These pin the rule down: x's term of the model's expected loss minus x's term
-    of the lowest. A difference of two terms in float32 is off by about 1e-7 on
-    these cases, within the kit's tolerances; every plausible wrong answer is off by 1e-2 or more."""
-    hint = (
-        "Each entry is one token's share of the gap. When x comes, what does the model pay, and what "
-        "the best model? How often does x come, by whose probabilities? What should a token that "
-        "never comes add? And do your entries add up to the gap?",
-        "entry x = (-p(x) ln q(x)) - (-p(x) ln p(x)) = p(x) ln(p(x) / q(x)): weighted by the data p "
-        "(not by q), natural log (nats), 0 where p(x) = 0 (0 ln 0 = 0), one entry per token. The "
-        "entries add up to H(p, q) - H(p) >= 0, though single entries are negative where q(x) > p(x).",
-    )
-    return _grade(
-        "the gap above the lowest loss, token by token",
+    return check(
+        "lowest mean loss on this sample",
         fn,
-        _gap_terms,
-        _prob_cases(1, True),
-        hint,
-        quiet,
-        _explain_gap_by_token,
+        _sample_floor,
+        _pair_cases(),
+        atol=_ATOL,
+        rtol=_RTOL,
+        hint=hint,
+        quiet=quiet,
+        forbid=_FORBID
+        | {
+            "lmcore.data.base.unigram_entropy": "that is lmcore's unigram entropy in one call: count the pairs yourself"
+        },
+        explain=_explain_lowest,
+        ratio_hints={
+            float(1 / np.log(10)): "that is 1/ln 10 times the expected: which logarithm did you take?"
+        },
     )
 
 
@@ -361,19 +294,100 @@ def context_free_floor(high: int = 9) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(high) -> nats per target`` against :func:`context_free_floor`."""
+def _pairs_of_turns(high: int, *, eos: bool = True, user_is_a_target: bool = False) -> Counter:
+    """How often each (previous token, target) pair comes over every (a, b) on 0..high, each once."""
+    pairs: Counter = Counter()
+    for a in range(high + 1):
+        for b in range(high + 1):
+            ids = _TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [_TOK.eos_id] * eos
+            if user_is_a_target:
+                ids = [_TOK.eos_id] + ids  # the turn before ends with EOS
+            pairs.update(zip(ids[:-1], ids[1:]))
+    return pairs
+
+
+def _conditional_entropy(pairs: Counter, *, each_context_once: bool = False) -> float:
+    ctx: Counter = Counter()
+    for (c, _), k in pairs.items():
+        ctx[c] += k
+    n = sum(pairs.values())
+    if each_context_once:
+        return float(
+            np.mean(
+                [
+                    -sum(k / ctx[c] * math.log(k / ctx[c]) for (c2, _), k in pairs.items() if c2 == c)
+                    for c in ctx
+                ]
+            )
+        )
+    return float(-sum(k / n * math.log(k / ctx[c]) for (c, _), k in pairs.items()))
+
+
+def previous_token_floor(high: int = 9) -> float:
+    """The lowest loss, in nats per target, of a model that reads only the token before each
+    target (a bigram model), on a long corpus of ``<user> a + b = <assistant> c .`` turns (a, b
+    uniform on 0..high): the entropy of each previous token's next tokens, weighted by how often
+    it comes, enumerated over every (a, b). Targets as in section 2: every token after
+    ``<user>``, plus EOS; the first target's previous token is ``<user>``."""
+    return _conditional_entropy(_pairs_of_turns(_high(high)))
+
+
+def _explain_previous_token(fn, case, expected, got) -> str:
+    """A wrong bigram floor that matches a known mistake: no context, the whole prefix, no EOS,
+    ``<user>`` as a target, each previous token counted once, or 0 for a fixed turn."""
+    (high,) = case.args
+    g = float(got)
+    if not np.isfinite(g):
+        return ""
+    known = [
+        (
+            context_free_floor(high),
+            "that is the floor of a model that reads nothing before a target: "
+            "every target from the same distribution. What can a model that sees the previous token do better?",
+        ),
+        (
+            _conditional_entropy(_pairs_of_turns(high, eos=False)),
+            "your targets leave out EOS: section 2 "
+            "counts every token after <user>, plus EOS. What comes after the '.'?",
+        ),
+        (
+            _conditional_entropy(_pairs_of_turns(high, user_is_a_target=True)),
+            "you count <user> as a target: section 2 counts every token after it, plus EOS.",
+        ),
+        (
+            _conditional_entropy(_pairs_of_turns(high), each_context_once=True),
+            "each previous token counts once "
+            "in your mean: the loss is per target, so a previous token that comes more often counts more often.",
+        ),
+    ]
+    if _near(g, 0.0) and expected > 0:
+        return (
+            "your result is 0: a model that reads one token back would have to know every target for sure. "
+            f"At high = {high}, is each target fixed by the token before it? Look at the digits of one turn."
+        )
+    for value, text in known:
+        if value is not None and _near(g, value) and not _near(value, expected):
+            return text
+    return ""
+
+
+def check_previous_token_floor(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(high) -> nats per target`` against :func:`previous_token_floor`."""
     hint = (
-        "A model that must give every target the same distribution, whatever came before: which "
-        "distribution makes its loss lowest? Which tokens count as targets, over which turns?",
-        "count how often each token appears as a target over all (a, b) (every token after "
-        "<user>, plus EOS), turn the counts into frequencies, and take their entropy in nats.",
+        "A model that reads only the previous token keeps one distribution per previous token. Over all "
+        "(a, b), which targets follow each previous token, and how often? Try high = 0 by hand: one turn, "
+        "always the same; is its floor 0 for this model?",
+        "Go over every turn (a, b each uniform on 0..high): its targets (every token after <user>, plus "
+        "EOS), each paired with the token before it (the first with <user>). Count each (previous, target) "
+        "pair over all (a, b). The floor is Exercise 1's: sum over pairs of (n_pair / n) * "
+        "-ln(n_pair / n_previous), with n the number of targets and n_previous the pairs with that "
+        "previous token; nats per target.",
     )
     cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 99)]
     return check(
-        "loss floor of a model that ignores context",
+        "loss floor of a model that reads one token back",
         fn,
-        context_free_floor,
+        previous_token_floor,
         cases,
         atol=_ATOL,
         rtol=_RTOL,
@@ -381,10 +395,11 @@ def check_context_free_floor(fn, *, quiet: bool = False) -> bool:
         quiet=quiet,
         forbid=_FORBID
         | {
-            "lmcore.course.floor.exercises.context_free_floor": "write it yourself",
-            # lmcore's own unigram entropy is this exercise's answer in one call (issue 38)
-            "lmcore.data.base.unigram_entropy": "that is lmcore's unigram entropy in one call: count the targets yourself",
+            "lmcore.course.floor.exercises.previous_token_floor": "write it yourself",
+            "lmcore.course.floor.exercises._sample_floor": "write it yourself",
+            "lmcore.data.base.unigram_entropy": "that is lmcore's unigram entropy in one call: count the pairs yourself",
         },
+        explain=_explain_previous_token,
     )
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "kl_divergence",
     "gap_by_token",
     "cross_entropy",
+    "sample_floors",
     "SLOTS",
     "token_slots",
     "oracle_probs",
@@ -82,6 +83,30 @@ def gap_by_token(p, q) -> np.ndarray:
     k = p > 0
     out[k] = p[k] * np.log(p[k] / q[k])
     return out
+
+
+def sample_floors(p, n: int, *, samples: int = 2000, seed: int = 0) -> dict:
+    """Draw ``samples`` samples of ``n`` tokens from ``p``; for each, the lowest mean loss a
+    context-free model q reaches on that sample (q = its frequencies f, the loss H(f)), and
+    what that fitted q pays on new data drawn from p, H(p, f) (inf where the sample missed a
+    token p draws). Returns ``floor`` and ``held_out`` arrays (one entry per sample) and
+    ``missed``, the share of samples that missed a token."""
+    p = _dist("p", p)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an int >= 1; got {n!r}.")
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+        raise ValueError(f"samples must be an int >= 1; got {samples!r}.")
+    counts = np.random.default_rng(seed).multinomial(int(n), p, size=int(samples))  # (samples, V)
+    f = counts / n
+    f_log_f = np.where(f > 0, f * np.log(np.where(f > 0, f, 1.0)), 0.0)
+    with np.errstate(divide="ignore"):
+        held_out = -(p * np.log(f)).sum(axis=1, where=p > 0)  # -inf terms where f = 0 < p
+    missed = ((counts == 0) & (p > 0)).any(axis=1)
+    return {
+        "floor": -f_log_f.sum(axis=1),
+        "held_out": np.where(missed, math.inf, held_out),
+        "missed": missed.mean(),
+    }
 
 
 # ---------------------------------------------------------------- the exact per-token floor

@@ -145,5 +145,5 @@ def plot_loss_and_exact_match(tracker, *, title: str | None = None):
     bx.set_ylabel("share of sums answered exactly")
     lines = ax.get_lines() + bx.get_lines()
     ax.legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="center right")
-    ax.set_title(title or "The loss falls steadily; exact match waits, then jumps")
+    ax.set_title(title or "The answer loss falls, unevenly; exact match waits, then jumps")
     return fig

@@ -299,8 +299,9 @@ def check_mean_nll(fn, *, quiet: bool = False):
         mean_nll_reference,
         _mean_nll_cases(),
         hint=(
-            "look at which rows count, what you divide by, and where T goes: which of the three "
-            "differs from the mean the exercise defines?",
+            "which of the exercise's four properties does your number break? Try it on a batch with "
+            "one more position whose target is -100, on the batch written twice, and on one scored "
+            "position: where does T go, and what do you divide by?",
             "skip the rows whose target is -100 and divide by the number of rows kept; softmax(z / T) "
             "divides every logit by T first, then logsumexp(z / T) - z[y] / T, with the max trick.",
         ),
