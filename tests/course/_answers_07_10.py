@@ -857,6 +857,11 @@ def _allow_zero_allowed(logits, allowed):  # the allowed logits reset to 0: odds
     return out
 
 
+def _allow_minus_ten_thousand(logits, allowed):  # a finite penalty: enough at logits of 3, not of 30,000
+    banned = ~torch.isin(torch.arange(logits.shape[-1]), torch.tensor(allowed))
+    return logits - 1e4 * banned
+
+
 def _allow_probabilities(logits, allowed):  # returns probabilities, not logits
     return torch.softmax(_allow_masked_fill(logits, allowed), -1)
 
@@ -876,6 +881,7 @@ ANSWERS["my_allow_only"] = Answers(
         "in_place": _allow_in_place,
         "first_axis": _allow_first_axis,
         "pushed_down_by_10": _allow_minus_ten,
+        "pushed_down_by_10000": _allow_minus_ten_thousand,
         "allowed_reset_to_zero": _allow_zero_allowed,
         "returns_probabilities": _allow_probabilities,
         "allowed_ones_banned": lambda logits, allowed: logits.clone().index_fill(
@@ -885,6 +891,7 @@ ANSWERS["my_allow_only"] = Answers(
     first_hints={
         "banned_set_to_zero": "is not allowed, yet",
         "pushed_down_by_10": "is not allowed, yet",
+        "pushed_down_by_10000": "lowering its logit by a fixed amount",
         "allowed_reset_to_zero": "did an allowed logit change",
         "returns_probabilities": "your function returns probabilities",
         "allowed_ones_banned": "Which tokens did you change?",

@@ -420,7 +420,13 @@ def _allow_cases() -> list[Case]:
         for shape, ids, text in specs
     ]
     spread = torch.tensor([9.0, -4.0, 5.0, -8.0, 0.0], dtype=torch.float64)  # a banned token far ahead
-    return cases + [Case((spread, [1, 3]), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed")]
+    huge = torch.tensor(
+        [30_000.0, 2.0, -1.0, 29_990.0], dtype=torch.float64
+    )  # a finite penalty is not enough
+    return cases + [
+        Case((spread, [1, 3]), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed"),
+        Case((huge, [1, 2]), label="logits [30000, 2, -1, 29990], tokens 1 and 2 allowed"),
+    ]
 
 
 def _as_probs(fn):
@@ -466,6 +472,12 @@ def _explain_allowed(fn, case, expected, got) -> str:
             "softmax of your result give a token that is not allowed?"
         )
     allowed = expected > 0
+    if float(case.args[0].abs().max()) > 1000 and bool((got[~allowed] > 0).any()):
+        return (
+            "at logits as large as 30,000 a token that is not allowed still gets probability after your "
+            "function: does lowering its logit by a fixed amount make a softmax give it exactly 0 "
+            "whatever the other logits are?"
+        )
     if bool((got[allowed] == 0).all()) and bool((got[~allowed] > 0).any()):
         return (
             "the check compares probabilities after a softmax: after your function every allowed "
@@ -476,7 +488,8 @@ def _explain_allowed(fn, case, expected, got) -> str:
     if float(expected[at]) == 0:
         return (
             f"the check compares probabilities after a softmax: token {token} is not allowed, yet "
-            f"after a softmax of your logits it keeps {p:.3g}. Which logit makes a softmax give exactly 0?"
+            f"after a softmax of your logits it keeps {p:.3g}. For a softmax to give it exactly 0, what "
+            "must its logit be, compared with every other logit, whatever their size?"
         )
     return (
         f"the check compares probabilities after a softmax: token {token} is allowed, and after a "
