@@ -156,7 +156,7 @@ def test_every_exercise_teaches_before_it_tells():
             leaked = [line for line in _solution_lines(ex["solution"]) if line in steps[0][1]]
             assert not leaked, f"{e['function']}: the nudge shows the solution's line {leaked[0]!r}"
             seen += 1
-    assert seen >= 35
+    assert seen >= 34
 
 
 def test_an_untouched_notebook_is_not_run(course, tmp_path, monkeypatch):

@@ -60,6 +60,7 @@ ANSWERS["surprise"] = Answers(
         "log_of_one_minus_p": lambda p: -math.log(1 - p) if p < 1 else 0.0,
         "inverse": lambda p: 1 / p,
     },
+    first_hints={"bits": "which logarithm", "log10": "which logarithm"},
     refused={
         "reference": (lambda p: start_lesson.surprise_reference(p), "that is the reference"),
         "widget_line_parsed": (

@@ -1020,6 +1020,14 @@ def _pos_start_marked_late(document_ids):  # the change marked on the last token
     return t - torch.where(start, t, 0).cummax(dim=1).values
 
 
+def _pos_counted_across_rows(document_ids):  # a document cut across rows keeps counting in its new row
+    flat = document_ids.flatten().tolist()
+    out = [0]
+    for prev, cur in zip(flat, flat[1:]):
+        out.append(out[-1] + 1 if cur == prev else 0)
+    return torch.tensor(out).view_as(document_ids)
+
+
 def _pos_padding_zero(document_ids):
     return torch.where(document_ids >= 0, _pos_running_counter(document_ids), 0)
 
@@ -1055,12 +1063,14 @@ ANSWERS["my_position_ids"] = Answers(
         "from_one": lambda d: _pos_running_counter(d) + 1,
         "start_marked_late": _pos_start_marked_late,
         "attention_mask_cumsum": _pos_mask_cumsum,
+        "counted_across_rows": _pos_counted_across_rows,
     },
     first_hints={
         "no_restart": "if document 1 started a row of its own",
         "from_one": "which position does the first token of a row get",
         "start_marked_late": "in a row of its own, which position would document",
         "attention_mask_cumsum": "if document 1 started a row of its own",
+        "counted_across_rows": "in a row of its own, which position would document",
     },
     refused={
         "reference": (lambda d: _restart_positions(d), "write it yourself"),

@@ -259,23 +259,14 @@ def _freq_entropy(tokens):
     return float(-(p * np.log(p)).sum())
 
 
-def _targets(h, *, first=1, eos=True):
-    out = []
-    for a in range(h + 1):
-        for b in range(h + 1):
-            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[first:]
-            out += ids + ([TOK.eos_id] if eos else [])
-    return out
-
-
 def test_context_free_floor_by_hand_and_from_a_sampled_corpus():
     # one turn 0 + 0 = 0: targets 0 + 0 = <assistant> 0 . EOS -> 0 three times, five others once
-    assert FX.context_free_floor(0) == pytest.approx(-(3 / 8) * math.log(3 / 8) - 5 / 8 * math.log(1 / 8))
+    assert FL.context_free_floor(0) == pytest.approx(-(3 / 8) * math.log(3 / 8) - 5 / 8 * math.log(1 / 8))
     from lmcore.data import chat_arithmetic
 
     sample = [t for text in chat_arithmetic(20000, seed=3) for t in TOK.encode(text)[1:] + [TOK.eos_id]]
-    assert _freq_entropy(sample) == pytest.approx(FX.context_free_floor(9), abs=0.01)
-    assert FX.context_free_floor(9) > chat_arithmetic_entropy() + 1.5  # context is worth a lot here
+    assert _freq_entropy(sample) == pytest.approx(FL.context_free_floor(9), abs=0.01)
+    assert FL.context_free_floor(9) > chat_arithmetic_entropy() + 1.5  # context is worth a lot here
 
 
 def _bigram_floor_from_a_stream(texts):
@@ -296,27 +287,12 @@ def _bigram_floor_from_a_stream(texts):
 def test_previous_token_floor_by_hand_and_from_a_sampled_corpus():
     # one turn <user> 0 + 0 = <assistant> 0 . EOS: the previous token 0 is followed by +, = and .
     # once each (ln 3 for 3 of the 8 targets); every other previous token fixes its target
-    assert FX.previous_token_floor(0) == pytest.approx(3 / 8 * math.log(3))
+    assert FL.previous_token_floor(0) == pytest.approx(3 / 8 * math.log(3))
     from lmcore.data import chat_arithmetic
 
     sample = _bigram_floor_from_a_stream(chat_arithmetic(20000, seed=4))
-    assert sample == pytest.approx(FX.previous_token_floor(9), abs=0.01)
-    assert chat_arithmetic_entropy() < FX.previous_token_floor(9) < FX.context_free_floor(9)
-
-
-WRONG_PREVIOUS = {
-    "the course's reference": lambda h: FX.previous_token_floor(h),
-    "the floor with the whole prefix": lambda h: chat_arithmetic_entropy(high=h),
-    "a model that reads nothing": lambda h: _freq_entropy(_targets(h)),
-    "ln V (a uniform guess)": lambda h: math.log(TOK.vocab_size),
-    "0: every turn is fixed": lambda h: 0.0,
-}
-
-
-@pytest.mark.parametrize("name", sorted(WRONG_PREVIOUS))
-def test_check_previous_token_floor_rejects(name, capsys):
-    assert not FX.check_previous_token_floor(WRONG_PREVIOUS[name])
-    assert "✗ fail" in capsys.readouterr().out
+    assert sample == pytest.approx(FL.previous_token_floor(9), abs=0.01)
+    assert chat_arithmetic_entropy() < FL.previous_token_floor(9) < FL.context_free_floor(9)
 
 
 # ---------------------------------------------------------------- issue 38: the answer matrix's findings
@@ -331,22 +307,6 @@ def _floor_float32(h):
             nats -= p * np.log(p)
             targets += p * f(_digits(a) + _digits(b) + _digits(a - b) + 5)
     return float(nats / targets)
-
-
-def _previous_token_float32(h):
-    from collections import Counter
-
-    pairs = Counter()
-    for a in range(h + 1):
-        for b in range(h + 1):
-            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [TOK.eos_id]
-            pairs.update(zip(ids[:-1], ids[1:]))
-    k = np.array(list(pairs.values()), dtype=np.float32)
-    before = Counter()
-    for (c, _), v in pairs.items():
-        before[c] += v
-    nc = np.array([before[c] for c, _ in pairs], dtype=np.float32)
-    return float(-(k / k.sum() * np.log(k / nc)).sum())
 
 
 def _sample_floor_float32(contexts, tokens):
@@ -364,14 +324,11 @@ def test_float32_answers_pass(capsys):
     nearest plausible mistake is 1.2e-3 off) and the context-free floor in float32."""
     assert FX.check_lowest_loss(_sample_floor_float32)
     assert FX.check_subtraction_floor(_floor_float32)
-    assert FX.check_previous_token_floor(_previous_token_float32)
-    assert capsys.readouterr().out.count("✓ pass") == 3
+    assert capsys.readouterr().out.count("✓ pass") == 2
 
 
 def test_the_nearest_wrong_floors_still_fail_at_the_looser_tolerance():
     assert not FX.check_subtraction_floor(WRONG_FLOORS["mean of ratios"], quiet=True)
-    for name in WRONG_PREVIOUS:
-        assert not FX.check_previous_token_floor(WRONG_PREVIOUS[name], quiet=True), name
 
 
 def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
@@ -413,10 +370,3 @@ def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
     assert FX.check_lowest_loss(
         per_context(lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum()))
     )
-
-
-def test_the_previous_token_nudge_asks_without_giving_the_method():
-    from lmcore.course.solutions import hint_stages
-
-    (nudge,), _ = hint_stages("check_previous_token_floor")
-    assert "?" in nudge and "frequenc" not in nudge and "entropy" not in nudge

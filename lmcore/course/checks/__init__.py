@@ -125,6 +125,7 @@ _RATIO_DEFAULTS = {
     -1.0: "your result is the expected with its sign flipped: where does your sign come from?",
     float(1 / np.log(2)): "that is 1/ln 2 times the expected: which logarithm did you take?",
     float(np.log(2)): "that is ln 2 times the expected: which logarithm does the exercise ask for?",
+    float(1 / np.log(10)): "that is 1/ln 10 times the expected: which logarithm did you take?",
 }
 
 

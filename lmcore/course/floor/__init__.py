@@ -1,7 +1,7 @@
 """Notebook 09 (the loss floor): the code its notebook imports, one module per part.
 
-- ``lesson``: entropy and KL and the exact per-token floor of chat arithmetic (the exercise
-  checkers live in :mod:`lmcore.course.floor.exercises`, the training ....
+- ``lesson``: entropy and KL, the floor of a sample, the floors of models that read less (one
+  token back, nothing), and the exact per-token floor of chat arithmetic ....
 - ``exercises``: exercises: the lowest mean loss any model can reach on a given sample of
   (context, next token) pairs, a mask that allows only some tokens, ....
 - ``run``: the floor run: a small float64 GPT trained on chat arithmetic, whose loss the

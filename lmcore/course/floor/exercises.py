@@ -1,7 +1,6 @@
 """Notebook 09's exercises: the lowest mean loss any model can reach on a given sample of
-(context, next token) pairs, a mask that allows only some tokens, the loss floor of a generator the
-notebook has not shown (subtraction with ``b <= a``), and the floor of a model that ignores
-context.
+(context, next token) pairs, a mask that allows only some tokens, and the loss floor of a
+generator the notebook has not shown (subtraction with ``b <= a``).
 
 Each checker is :func:`lmcore.course.checks.check`: the learner's function runs with warnings
 captured (``np.where(f > 0, f * np.log(f), 0)`` warns but is right, and a test cell that writes
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 
 import numpy as np
 import torch
@@ -34,9 +32,6 @@ __all__ = [
     "subtraction_floor",
     "check_lowest_loss",
     "check_subtraction_floor",
-    "context_free_floor",
-    "previous_token_floor",
-    "check_previous_token_floor",
     "check_allow_only",
 ]
 
@@ -206,9 +201,6 @@ def check_lowest_loss(fn, *, quiet: bool = False) -> bool:
             "lmcore.data.base.unigram_entropy": "that is lmcore's unigram entropy in one call: count the pairs yourself"
         },
         explain=_explain_lowest,
-        ratio_hints={
-            float(1 / np.log(10)): "that is 1/ln 10 times the expected: which logarithm did you take?"
-        },
     )
 
 
@@ -273,133 +265,6 @@ def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
         hint=hint,
         quiet=quiet,
         forbid=_FORBID | {"lmcore.course.floor.exercises.subtraction_floor": "write it yourself"},
-    )
-
-
-# ---------------------------------------------------------------- a model that ignores context
-
-
-def context_free_floor(high: int = 9) -> float:
-    """The lowest loss, in nats per target, of a model that gives every target the same
-    distribution whatever came before, on a long corpus of ``<user> a + b = <assistant> c .``
-    turns (a, b uniform on 0..high): the entropy of the targets' token frequencies (every token
-    after ``<user>``, plus EOS), enumerated over every (a, b)."""
-    high = _high(high)
-    counts = np.zeros(len(_TOK.VOCAB))
-    for a in range(high + 1):
-        for b in range(high + 1):
-            for t in _TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .")[1:] + [_TOK.eos_id]:
-                counts[t] += 1
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
-
-
-def _pairs_of_turns(high: int, *, eos: bool = True, user_is_a_target: bool = False) -> Counter:
-    """How often each (previous token, target) pair comes over every (a, b) on 0..high, each once."""
-    pairs: Counter = Counter()
-    for a in range(high + 1):
-        for b in range(high + 1):
-            ids = _TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [_TOK.eos_id] * eos
-            if user_is_a_target:
-                ids = [_TOK.eos_id] + ids  # the turn before ends with EOS
-            pairs.update(zip(ids[:-1], ids[1:]))
-    return pairs
-
-
-def _conditional_entropy(pairs: Counter, *, each_context_once: bool = False) -> float:
-    ctx: Counter = Counter()
-    for (c, _), k in pairs.items():
-        ctx[c] += k
-    n = sum(pairs.values())
-    if each_context_once:
-        return float(
-            np.mean(
-                [
-                    -sum(k / ctx[c] * math.log(k / ctx[c]) for (c2, _), k in pairs.items() if c2 == c)
-                    for c in ctx
-                ]
-            )
-        )
-    return float(-sum(k / n * math.log(k / ctx[c]) for (c, _), k in pairs.items()))
-
-
-def previous_token_floor(high: int = 9) -> float:
-    """The lowest loss, in nats per target, of a model that reads only the token before each
-    target (a bigram model), on a long corpus of ``<user> a + b = <assistant> c .`` turns (a, b
-    uniform on 0..high): the entropy of each previous token's next tokens, weighted by how often
-    it comes, enumerated over every (a, b). Targets as in section 2: every token after
-    ``<user>``, plus EOS; the first target's previous token is ``<user>``."""
-    return _conditional_entropy(_pairs_of_turns(_high(high)))
-
-
-def _explain_previous_token(fn, case, expected, got) -> str:
-    """A wrong bigram floor that matches a known mistake: no context, the whole prefix, no EOS,
-    ``<user>`` as a target, each previous token counted once, or 0 for a fixed turn."""
-    (high,) = case.args
-    g = float(got)
-    if not np.isfinite(g):
-        return ""
-    known = [
-        (
-            context_free_floor(high),
-            "that is the floor of a model that reads nothing before a target: "
-            "every target from the same distribution. What can a model that sees the previous token do better?",
-        ),
-        (
-            _conditional_entropy(_pairs_of_turns(high, eos=False)),
-            "your targets leave out EOS: section 2 "
-            "counts every token after <user>, plus EOS. What comes after the '.'?",
-        ),
-        (
-            _conditional_entropy(_pairs_of_turns(high, user_is_a_target=True)),
-            "you count <user> as a target: section 2 counts every token after it, plus EOS.",
-        ),
-        (
-            _conditional_entropy(_pairs_of_turns(high), each_context_once=True),
-            "each previous token counts once "
-            "in your mean: the loss is per target, so a previous token that comes more often counts more often.",
-        ),
-    ]
-    if _near(g, 0.0) and expected > 0:
-        return (
-            "your result is 0: a model that reads one token back would have to know every target for sure. "
-            f"At high = {high}, is each target fixed by the token before it? Look at the digits of one turn."
-        )
-    for value, text in known:
-        if value is not None and _near(g, value) and not _near(value, expected):
-            return text
-    return ""
-
-
-def check_previous_token_floor(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(high) -> nats per target`` against :func:`previous_token_floor`."""
-    hint = (
-        "A model that reads only the previous token keeps one distribution per previous token. Over all "
-        "(a, b), which targets follow each previous token, and how often? Try high = 0 by hand: one turn, "
-        "always the same; is its floor 0 for this model?",
-        "Go over every turn (a, b each uniform on 0..high): its targets (every token after <user>, plus "
-        "EOS), each paired with the token before it (the first with <user>). Count each (previous, target) "
-        "pair over all (a, b). The floor is Exercise 1's: sum over pairs of (n_pair / n) * "
-        "-ln(n_pair / n_previous), with n the number of targets and n_previous the pairs with that "
-        "previous token; nats per target.",
-    )
-    cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 99)]
-    return check(
-        "loss floor of a model that reads one token back",
-        fn,
-        previous_token_floor,
-        cases,
-        atol=_ATOL,
-        rtol=_RTOL,
-        hint=hint,
-        quiet=quiet,
-        forbid=_FORBID
-        | {
-            "lmcore.course.floor.exercises.previous_token_floor": "write it yourself",
-            "lmcore.course.floor.exercises._sample_floor": "write it yourself",
-            "lmcore.data.base.unigram_entropy": "that is lmcore's unigram entropy in one call: count the pairs yourself",
-        },
-        explain=_explain_previous_token,
     )
 
 

@@ -1,4 +1,5 @@
-"""Notebook 09 (the loss floor): entropy and KL and the exact per-token floor of chat arithmetic
+"""Notebook 09 (the loss floor): entropy and KL, the floor of a sample, the floors of models
+that read less (one token back, nothing), and the exact per-token floor of chat arithmetic
 (the exercise checkers live in :mod:`lmcore.course.floor.exercises`, the training run in
 :mod:`lmcore.course.floor.run`, the per-target scoring in ``tokens``, plots and the widget
 in ``views``).
@@ -26,6 +27,8 @@ __all__ = [
     "gap_by_token",
     "cross_entropy",
     "sample_floors",
+    "context_free_floor",
+    "previous_token_floor",
     "SLOTS",
     "token_slots",
     "oracle_probs",
@@ -107,6 +110,47 @@ def sample_floors(p, n: int, *, samples: int = 2000, seed: int = 0) -> dict:
         "held_out": np.where(missed, math.inf, held_out),
         "missed": missed.mean(),
     }
+
+
+def _operand_range(high) -> int:
+    if isinstance(high, bool) or not isinstance(high, (int, np.integer)) or not 0 <= high <= 999:
+        raise ValueError(f"high must be an int in [0, 999]; got {high!r}.")
+    return int(high)
+
+
+def _pairs_of_turns(high: int) -> Counter:
+    """How often each (previous token, target) pair comes over every ``a + b`` turn with a, b on
+    0..high, each turn once. Targets as in section 2: every token after ``<user>``, plus EOS."""
+    pairs: Counter = Counter()
+    for a in range(high + 1):
+        for b in range(high + 1):
+            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + [TOK.eos_id]
+            pairs.update(zip(ids[:-1], ids[1:]))
+    return pairs
+
+
+def context_free_floor(high: int = 9) -> float:
+    """The lowest loss, in nats per target, of a model that gives every target the same
+    distribution whatever came before, on a long corpus of ``<user> a + b = <assistant> c .``
+    turns (a, b uniform on 0..high): the entropy of the targets' token frequencies."""
+    targets: Counter = Counter()
+    for (_, x), k in _pairs_of_turns(_operand_range(high)).items():
+        targets[x] += k
+    f = np.array(list(targets.values()), dtype=np.float64)
+    f /= f.sum()
+    return float(-(f * np.log(f)).sum())
+
+
+def previous_token_floor(high: int = 9) -> float:
+    """The lowest loss, in nats per target, of a model that reads only the token before each
+    target (a bigram model) on the same corpus: the entropy of each previous token's targets,
+    weighted by how often it comes (the first target's previous token is ``<user>``)."""
+    pairs = _pairs_of_turns(_operand_range(high))
+    before: Counter = Counter()
+    for (c, _), k in pairs.items():
+        before[c] += k
+    n = sum(pairs.values())
+    return float(-sum(k / n * math.log(k / before[c]) for (c, _), k in pairs.items()))
 
 
 # ---------------------------------------------------------------- the exact per-token floor

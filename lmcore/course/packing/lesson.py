@@ -271,6 +271,13 @@ def check_position_ids(fn) -> bool:
     changes (padding, id -1, counts as one more document), as ``pack_documents`` makes them."""
     cases = [Case((pack_with_policy()["document_ids"],), label="three packed documents (DOCS)")]
     cases += [Case((doc,), label=f"random {k}") for k, doc in enumerate(_doc_cases(4))]
+    streamed = pack_documents([encode(d) for d in DOCS], 6, eos_id=EOS, pad_id=PAD, policy="stream")
+    cases.append(
+        Case((streamed.document_ids,), label="DOCS under stream in rows of 6 (documents cut across rows)")
+    )
+    starts = torch.rand(24, generator=torch.Generator().manual_seed(7)) < 0.25  # one stream of 24 tokens
+    starts[0] = False
+    cases.append(Case((starts.long().cumsum(0).view(3, 8),), label="a random stream cut into 3 rows of 8"))
     return check(
         "position ids for packed documents",
         fn,
