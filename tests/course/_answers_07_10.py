@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
-my_lr_prediction, top_p_filter (08); my_lowest_loss, my_allow_only, my_floor, my_previous_token_floor (09);
+my_lr_prediction, top_p_filter (08); my_lowest_loss, my_allow_only, my_floor (09);
 my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
 for what each entry holds."""
 
@@ -441,8 +441,15 @@ _SWEEPS = {
 
 
 def _judge_prediction(fn):  # what the notebook does: record before the run, grade after it
-    TP.lock_prediction(fn)
-    return TP.check_lr_prediction(fn, _SWEEPS)
+    from lmcore.course.training import lr_sweep as sweep_module
+
+    finished = sweep_module._FINISHED[:]  # as in a fresh kernel: no sweep has printed results yet
+    sweep_module._FINISHED.clear()
+    try:
+        TP.lock_prediction(fn)
+        return TP.check_lr_prediction(fn, _SWEEPS)
+    finally:
+        sweep_module._FINISHED[:] = finished
 
 
 def _predict(crawls=(1e-4,), diverges=(1.0,), best=3e-3):
@@ -649,7 +656,7 @@ def _entropy_mask(p):
 
 
 def _floor_counter(contexts, tokens):  # group by context with Counters, one context at a time
-    from collections import Counter, defaultdict
+    from collections import defaultdict
 
     groups = defaultdict(Counter)
     for c, x in zip(contexts.tolist(), tokens.tolist()):
@@ -1009,115 +1016,6 @@ ANSWERS["my_floor"] = Answers(
             lambda h: (
                 FL.entropy(np.array([1 / ((h + 1) * (a + 1)) for a in range(h + 1) for _ in range(a + 1)]))
                 / _mean_targets(h)
-            ),
-            "called lmcore.course.floor.lesson.entropy",
-        ),
-    },
-)
-
-
-# ---------------------------------------------------------------- 09: the floor one token back
-
-
-def _pair_list(high, *, eos=True, user_target=False):
-    """Every (previous token, target) pair over all (a, b) on 0..high, each turn once."""
-    out = []
-    for a in range(high + 1):
-        for b in range(high + 1):
-            ids = TOK.encode(f"<user> {a} + {b} = <assistant> {a + b} .") + ([TOK.eos_id] if eos else [])
-            if user_target:
-                ids = [TOK.eos_id] + ids
-            out += list(zip(ids[:-1], ids[1:]))
-    return out
-
-
-def _bigram_counter(high, **kw):
-    pairs = Counter(_pair_list(high, **kw))
-    before = Counter()
-    for (c, _), k in pairs.items():
-        before[c] += k
-    n = sum(pairs.values())
-    return -math.fsum(k / n * math.log(k / before[c]) for (c, _), k in pairs.items())
-
-
-def _bigram_float32(high):  # a count matrix and row-normalised frequencies, in float32
-    m = np.zeros((TOK.vocab_size, TOK.vocab_size), dtype=np.float32)
-    for c, x in _pair_list(high):
-        m[c, x] += 1
-    rows = m.sum(1, keepdims=True)
-    f = np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
-    terms = np.where(m > 0, m * np.log(np.where(f > 0, f, 1)), 0)
-    return float(-terms.sum() / m.sum())
-
-
-def _bigram_chain_rule(high):  # H(previous, target) - H(previous)
-    pairs = _pair_list(high)
-    joint = np.array(list(Counter(pairs).values()), dtype=float)
-    prev = np.array(list(Counter(c for c, _ in pairs).values()), dtype=float)
-    return _entropy_mask(joint / joint.sum()) - _entropy_mask(prev / prev.sum())
-
-
-def _bigram_fit(
-    high,
-):  # another algorithm: a bigram model's logits in closed form, its loss by F.cross_entropy
-    pairs = torch.tensor(_pair_list(high))
-    m = torch.zeros(TOK.vocab_size, TOK.vocab_size, dtype=torch.float64)
-    m.index_put_((pairs[:, 0], pairs[:, 1]), torch.ones(len(pairs), dtype=torch.float64), accumulate=True)
-    z = torch.where(m > 0, m.log(), torch.tensor(-math.inf, dtype=torch.float64))
-    return float(F.cross_entropy(z[pairs[:, 0]], pairs[:, 1]))
-
-
-@functools.wraps(_bigram_counter)
-def _bigram_wrapped(high):
-    return _bigram_chain_rule(high)
-
-
-def _bigram_each_previous_once(high):
-    pairs = Counter(_pair_list(high))
-    groups = {}
-    for (c, _), k in pairs.items():
-        groups.setdefault(c, []).append(k)
-    return float(np.mean([_entropy_mask(np.array(g) / sum(g)) for g in groups.values()]))
-
-
-ANSWERS["my_previous_token_floor"] = Answers(
-    check=FX.check_previous_token_floor,
-    right={
-        "counter": _bigram_counter,
-        "float32_matrix": _bigram_float32,
-        "chain_rule": _bigram_chain_rule,
-        "bigram_model_loss": _bigram_fit,
-        "wrapped": _bigram_wrapped,
-    },
-    wrong={
-        "the_floor_with_the_whole_prefix": lambda h: chat_arithmetic_entropy(high=h),
-        "a_model_that_reads_nothing": lambda h: _entropy_mask(
-            np.array(list(Counter(x for _, x in _pair_list(h)).values())) / len(_pair_list(h))
-        ),
-        "ln_V": lambda h: math.log(TOK.vocab_size),
-        "each_turn_is_fixed_so_zero": lambda h: 0.0,
-        "user_counted_as_a_target": lambda h: _bigram_counter(h, user_target=True),
-        "no_EOS_target": lambda h: _bigram_counter(h, eos=False),
-        "each_previous_token_counted_once": _bigram_each_previous_once,
-        "bits": lambda h: _bigram_counter(h) / math.log(2),
-    },
-    first_hints={
-        "a_model_that_reads_nothing": "reads nothing",
-        "each_turn_is_fixed_so_zero": "fixed by the token before it",
-        "user_counted_as_a_target": "<user> as a target",
-        "no_EOS_target": "leave out EOS",
-        "each_previous_token_counted_once": "counts once",
-        "bits": "which logarithm",
-    },
-    refused={
-        "course_previous_token_floor": (
-            lambda h: FX.previous_token_floor(h),
-            "called lmcore.course.floor.exercises.previous_token_floor",
-        ),
-        "course_entropy_per_previous_token": (
-            lambda h: sum(
-                len(g) / len(_pair_list(h)) * FL.entropy(np.array(list(Counter(g).values())) / len(g))
-                for g in [[x for c, x in _pair_list(h) if c == c0] for c0 in set(c for c, _ in _pair_list(h))]
             ),
             "called lmcore.course.floor.lesson.entropy",
         ),

@@ -92,7 +92,7 @@ def test_the_judge_applies_its_rules_and_accepts_either_answer_where_seeds_disag
         sweep_outcome([a])
 
 
-def test_a_prediction_is_graded_as_recorded_before_the_run(capsys):
+def test_a_prediction_is_graded_as_recorded_before_the_run(capsys, fresh_kernel):
     from lmcore.course.training.lr_prediction import check_lr_prediction, lock_prediction
 
     sweeps = {0: _sweep((4.0, 2.9, 2.8, 2.9, 3.2, 9.0), (4.0, 2.9, 2.4, 2.6, 3.1, 9.0))}
@@ -120,30 +120,44 @@ def test_a_prediction_is_graded_as_recorded_before_the_run(capsys):
         lock_prediction({"crawls": []})
 
 
-def test_a_prediction_recorded_after_the_sweep_ran_fails(corpus, capsys):
-    """The loophole: record (again) once the sweep's results exist, check against that sweep."""
+@pytest.fixture
+def fresh_kernel(monkeypatch):
+    """No sweep has finished yet, as in a kernel that runs the notebook from the top."""
+    from lmcore.course.training import lr_sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "_FINISHED", [])
+
+
+def test_a_prediction_recorded_after_the_sweep_ran_fails(corpus, capsys, fresh_kernel):
+    """The loopholes: record (again) once the sweep's results exist and check against that sweep,
+    or run the sweep again after recording a prediction made with its results in view."""
     from lmcore.course.training.lr_prediction import check_lr_prediction, lock_prediction
     from lmcore.course.training.lr_sweep import _tick
 
     def my_lr_prediction():
         return {"crawls": [1e-4], "diverges": [1.0], "best": 3e-3}
 
-    real = [lr_sweep(corpus, [1e-3], steps=1, n_val=1) for _ in range(2)]
-    assert real[0]["started"] < real[1]["started"]  # each sweep is stamped when it begins
     lock_prediction(my_lr_prediction)  # before the sweep: judged
     sweeps = {
         0: dict(_sweep((4.0, 2.9, 2.8, 2.9, 3.2, 9.0), (4.0, 2.9, 2.4, 2.6, 3.1, 9.0)), started=_tick())
     }
     assert check_lr_prediction(my_lr_prediction, sweeps), capsys.readouterr().out
-    lock_prediction(my_lr_prediction)  # the same answer, recorded again after that sweep ran
+    lock_prediction(my_lr_prediction)  # the same answer, recorded again after that sweep began
     assert not check_lr_prediction(my_lr_prediction, sweeps)
     assert "recorded after the sweep ran" in capsys.readouterr().out
-    later = {0: dict(sweeps[0], started=_tick())}  # a sweep run again after it: judged again
+    later = {0: dict(sweeps[0], started=_tick())}  # no sweep has printed results yet: judged again
     assert check_lr_prediction(my_lr_prediction, later), capsys.readouterr().out
+
+    real = [lr_sweep(corpus, [1e-3], steps=1, n_val=1) for _ in range(2)]  # results now printed
+    assert real[0]["started"] < real[1]["started"]  # each sweep is stamped when it begins
+    lock_prediction(my_lr_prediction)  # hindsight: recorded with those results in view
+    rerun = {0: dict(sweeps[0], started=_tick())}  # the sweep's cell run again after it
+    assert not check_lr_prediction(my_lr_prediction, rerun)
+    assert "results were printed in this kernel" in capsys.readouterr().out
 
 
 @pytest.mark.slow
-def test_the_notebooks_prediction_passes_on_the_real_sweep(corpus, capsys):
+def test_the_notebooks_prediction_passes_on_the_real_sweep(corpus, capsys, fresh_kernel):
     from lmcore.course.training.lr_prediction import RATES, check_lr_prediction, lock_prediction
 
     def my_lr_prediction():

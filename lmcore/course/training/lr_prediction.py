@@ -26,7 +26,7 @@ from ..autograding import when_grading
 from ..checks import FAIL, PASS, TODO, CheckResult, hint_for, run_learner
 from ..checks import say_line as _line
 from ..checks.guard import captured_warnings, recorded_calls
-from .lr_sweep import _tick
+from .lr_sweep import _first_finished, _tick
 
 __all__ = ["RATES", "CRAWL_NATS", "lock_prediction", "sweep_outcome", "check_lr_prediction"]
 
@@ -191,7 +191,7 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
     hint = (  # (nudge, fuller hint): show_solution reads them here
         "how far does a weight travel in 200 Adam steps at each rate, against the 0.02 it starts at?",
         "An Adam step moves each weight by about lr, whatever the gradient's size, and the weights start "
-        "at about 0.02. At 1e-4, 200 steps move a weight at most 0.02, about its own size: the loss barely "
+        "at about 0.02. At 1e-4, 200 steps move a weight about 0.02, its own size: the loss barely "
         "leaves ln V. At 1, one step moves it 50 times its size: the loss jumps above ln V and stays. "
         "Between, every rate learns; the short run ends lowest where the steps are large but do not yet "
         "overshoot: here 3e-3, with 1e-2 and 1e-1 learning but ending higher.",
@@ -206,6 +206,15 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
     kind, payload = _LOCKED[name]
     if kind == "todo":
         return _line(f"{TODO} {_NAME}: write your prediction, then re-run from its cell down.", quiet, False)
+    seen = _first_finished()
+    if seen is not None and _LOCKED_AT.get(name, 0) > seen:
+        return _line(
+            f"{FAIL} {_NAME}: your prediction was recorded after a sweep's results were printed in "
+            "this kernel, so it was made with them in view: restart the kernel and run from the top "
+            "(your prediction's cell records it before anything trains).",
+            quiet,
+            False,
+        )
     if _recorded_after(_LOCKED_AT.get(name, 0), sweeps):
         return _line(
             f"{FAIL} {_NAME}: your prediction was recorded after the sweep ran; the run judges only "

@@ -29,10 +29,19 @@ _BLOCK, _BATCH, _WIDTH = 32, 8, 32
 _CLOCK = itertools.count(1)  # orders sweeps and recorded predictions (lr_prediction stamps with it)
 
 
+_FINISHED: list[int] = []  # when each sweep of this kernel finished (its results then printed)
+
+
 def _tick() -> int:
     """The next value of a counter shared with ``lr_prediction``: what happened first has the
     smaller number (a clock could give two events the same time)."""
     return next(_CLOCK)
+
+
+def _first_finished() -> int | None:
+    """When the first sweep of this kernel finished: a prediction recorded after it was made
+    with a sweep's results in view, whatever sweep it is then judged against."""
+    return _FINISHED[0] if _FINISHED else None
 
 
 def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n_val: int = 64) -> dict:
@@ -62,6 +71,7 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
             model.eval()
             loss = float(causal_lm_loss(model(val), val))
         scores[lr] = loss if math.isfinite(loss) and all(map(math.isfinite, curves[lr])) else math.inf
+    _FINISHED.append(_tick())
     return {"lrs": lrs, "curves": curves, "val": scores, "ln_v": math.log(V), "started": started}
 
 
