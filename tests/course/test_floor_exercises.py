@@ -370,3 +370,32 @@ def test_a_librarys_entropy_or_kl_in_one_call_is_refused(capsys):
     assert FX.check_lowest_loss(
         per_context(lambda p: float(-torch.special.xlogy(torch.from_numpy(p), torch.from_numpy(p)).sum()))
     )
+
+
+def test_sample_floors_against_a_naive_loop_and_bad_input():
+    """Each sample's floor is the entropy of its own frequencies, its held-out loss the cross-entropy
+    of p against them (inf where the sample missed a token p draws), recomputed here sample by
+    sample with collections.Counter from the same draws."""
+    from collections import Counter
+
+    p = np.array([0.5, 0.25, 0.125, 0.125])
+    out = FL.sample_floors(p, 12, samples=50, seed=3)
+    counts = np.random.default_rng(3).multinomial(12, p, size=50)
+    for k, row in enumerate(counts):
+        f = {x: c / 12 for x, c in Counter(np.repeat(np.arange(4), row).tolist()).items()}
+        assert out["floor"][k] == pytest.approx(-sum(v * math.log(v) for v in f.values()), abs=1e-12)
+        held = -sum(p[x] * math.log(f[x]) for x in range(4)) if len(f) == 4 else math.inf
+        assert out["held_out"][k] == pytest.approx(held, abs=1e-12)
+    assert out["missed"] == pytest.approx(np.mean([(row == 0).any() for row in counts]))
+    for bad in ({"n": 0}, {"n": 2.5}, {"n": True}):
+        with pytest.raises(ValueError, match="n must be"):
+            FL.sample_floors(p, **bad)
+    with pytest.raises(ValueError, match="samples must be"):
+        FL.sample_floors(p, 5, samples=0)
+    with pytest.raises(ValueError, match="p must be"):
+        FL.sample_floors([0.5, 0.6], 5)
+    for bad in (-1, 1000, 2.0, True):
+        with pytest.raises(ValueError, match="high must be"):
+            FL.previous_token_floor(bad)
+        with pytest.raises(ValueError, match="high must be"):
+            FL.context_free_floor(bad)

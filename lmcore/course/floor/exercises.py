@@ -26,6 +26,7 @@ from ...data.tokenizers import ChatTokenizer
 from ..checks import Case, check
 from ..checks.guard import available
 from .decoding import allow_only
+from .lesson import _operand_range
 
 __all__ = [
     "subtraction_turns",
@@ -207,16 +208,10 @@ def check_lowest_loss(fn, *, quiet: bool = False) -> bool:
 # ---------------------------------------------------------------- a new generator's floor
 
 
-def _high(high) -> int:
-    if isinstance(high, bool) or not isinstance(high, (int, np.integer)) or not 0 <= high <= 999:
-        raise ValueError(f"high must be an int in [0, 999]; got {high!r}.")
-    return int(high)
-
-
 def subtraction_turns(n: int, high: int = 9, *, seed: int = 0) -> list[str]:
     """``n`` turns ``<user> a - b = <assistant> c .``: a uniform on 0..high, then b uniform on
     0..a (so the answer c = a - b is never negative)."""
-    high = _high(high)
+    high = _operand_range(high)
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be an int >= 0; got {n!r}.")
     rng = np.random.default_rng(seed)
@@ -232,7 +227,7 @@ def subtraction_floor(high: int = 9) -> float:
     """The loss floor, in nats per target, of a long corpus from :func:`subtraction_turns`:
     E[-ln p(turn)] / E[targets per turn], each turn's targets being its tokens after
     ``<user>`` plus EOS (as the chat corpus counts them), enumerated over every (a, b)."""
-    high = _high(high)
+    high = _operand_range(high)
     nats = targets = 0.0
     for a in range(high + 1):
         for b in range(a + 1):
