@@ -1068,9 +1068,9 @@ ANSWERS["my_position_ids"] = Answers(
     first_hints={
         "no_restart": "if document 1 started a row of its own",
         "from_one": "which position does the first token of a row get",
-        "start_marked_late": "in a row of its own, which position would document",
+        "start_marked_late": "had a row of its own, which position would that token have",
         "attention_mask_cumsum": "if document 1 started a row of its own",
-        "counted_across_rows": "in a row of its own, which position would document",
+        "counted_across_rows": "cut from row",
     },
     refused={
         "reference": (lambda d: _restart_positions(d), "write it yourself"),

@@ -610,9 +610,27 @@ def _top_p_sorted_order_returned(probs, p):  # forgets to put the tokens back in
     return out / out.sum()
 
 
+def _top_p_last_tied_first(probs, p):  # at a tie, the later token first: the other smallest set
+    order = sorted(range(len(probs)), key=lambda k: (-float(probs[k]), -k))
+    out, mass = torch.zeros_like(probs), 0.0
+    for k in order:
+        if mass >= p:
+            break
+        out[k], mass = probs[k], mass + float(probs[k])
+    return out / out.sum()
+
+
+def _top_p_every_tie_at_the_edge(probs, p):  # a threshold: keeps every token tied with the crossing one
+    s, _ = torch.sort(probs, descending=True)
+    edge = s[int((torch.cumsum(s, 0) >= p - 1e-12).nonzero()[0, 0])]
+    out = torch.where(probs >= edge, probs, 0.0)
+    return out / out.sum()
+
+
 ANSWERS["top_p_filter"] = Answers(
     check=TL.check_top_p,
     right={
+        "the_other_tied_token": _top_p_last_tied_first,
         "sorted_mass_before": _top_p_sorted,
         "float32": _top_p_float32,
         "loop_until_p": _top_p_loop,
@@ -625,6 +643,7 @@ ANSWERS["top_p_filter"] = Answers(
         "ascending_sort": _top_p_ascending,
         "cumulative_in_vocabulary_order": _top_p_unsorted,
         "returned_in_sorted_order": _top_p_sorted_order_returned,
+        "every_tie_at_the_edge_kept": _top_p_every_tie_at_the_edge,
     },
     first_hints={  # TL._explain_top_p: the property the mistake broke, as a question
         "excludes_the_crossing_token": "takes the sum across p",
@@ -632,6 +651,7 @@ ANSWERS["top_p_filter"] = Answers(
         "ascending_sort": "the smallest set that reaches p",
         "cumulative_in_vocabulary_order": "less likely than one you dropped",
         "returned_in_sorted_order": "sorted by size",
+        "every_tie_at_the_edge_kept": "the smallest set that reaches p",
     },
     refused={
         "lmcore_filter_logits": (
@@ -889,6 +909,9 @@ ANSWERS["my_allow_only"] = Answers(
         "first_axis": _allow_first_axis,
         "pushed_down_by_10": _allow_minus_ten,
         "pushed_down_by_10000": _allow_minus_ten_thousand,
+        "banned_set_to_minus_100": lambda logits, allowed: logits.masked_fill(
+            ~torch.isin(torch.arange(logits.shape[-1]), torch.tensor(allowed)), -100.0
+        ),
         "allowed_reset_to_zero": _allow_zero_allowed,
         "returns_probabilities": _allow_probabilities,
         "allowed_ones_banned": lambda logits, allowed: logits.clone().index_fill(
@@ -898,7 +921,8 @@ ANSWERS["my_allow_only"] = Answers(
     first_hints={
         "banned_set_to_zero": "is not allowed, yet",
         "pushed_down_by_10": "is not allowed, yet",
-        "pushed_down_by_10000": "lowering its logit by a fixed amount",
+        "pushed_down_by_10000": "a fixed amount taken off",
+        "banned_set_to_minus_100": "does a finite logit",
         "allowed_reset_to_zero": "did an allowed logit change",
         "returns_probabilities": "your function returns probabilities",
         "allowed_ones_banned": "Which tokens did you change?",

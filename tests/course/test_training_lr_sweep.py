@@ -155,6 +155,15 @@ def test_a_prediction_recorded_after_the_sweep_ran_fails(corpus, capsys, fresh_k
     assert not check_lr_prediction(my_lr_prediction, rerun)
     assert "results were printed in this kernel" in capsys.readouterr().out
 
+    import importlib
+
+    from lmcore.course.training import lr_sweep as sweep_module
+
+    importlib.reload(sweep_module)  # a learner wipes the module's memory of finished sweeps
+    lock_prediction(my_lr_prediction)  # the stamps are clock time: still later than that sweep's
+    assert not check_lr_prediction(my_lr_prediction, sweeps)
+    assert "recorded after the sweep ran" in capsys.readouterr().out
+
 
 @pytest.mark.slow
 def test_the_notebooks_prediction_passes_on_the_real_sweep(corpus, capsys, fresh_kernel):

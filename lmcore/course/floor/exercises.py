@@ -280,12 +280,12 @@ def _allow_cases() -> list[Case]:
         for shape, ids, text in specs
     ]
     spread = torch.tensor([9.0, -4.0, 5.0, -8.0, 0.0], dtype=torch.float64)  # a banned token far ahead
-    huge = torch.tensor(
-        [30_000.0, 2.0, -1.0, 29_990.0], dtype=torch.float64
-    )  # a finite penalty is not enough
+    huge = torch.tensor([30_000.0, 2.0, -1.0, 29_990.0], dtype=torch.float64)  # no fixed penalty is enough
+    low = torch.tensor([-300.0, -250.0, 5.0, -400.0], dtype=torch.float64)  # nor a fixed finite logit
     return cases + [
         Case((spread, [1, 3]), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed"),
         Case((huge, [1, 2]), label="logits [30000, 2, -1, 29990], tokens 1 and 2 allowed"),
+        Case((low, [0, 1]), label="logits [-300, -250, 5, -400], tokens 0 and 1 allowed"),
     ]
 
 
@@ -332,11 +332,11 @@ def _explain_allowed(fn, case, expected, got) -> str:
             "softmax of your result give a token that is not allowed?"
         )
     allowed = expected > 0
-    if float(case.args[0].abs().max()) > 1000 and bool((got[~allowed] > 0).any()):
+    if float(case.args[0].abs().max()) > 100 and bool((got[~allowed] > 0).any()):
         return (
-            "at logits as large as 30,000 a token that is not allowed still gets probability after your "
-            "function: does lowering its logit by a fixed amount make a softmax give it exactly 0 "
-            "whatever the other logits are?"
+            f"on {case.label}, a token that is not allowed still gets probability after your function: "
+            "does a finite logit, or a fixed amount taken off, make a softmax give it exactly 0 whatever "
+            "the other logits are?"
         )
     if bool((got[allowed] == 0).all()) and bool((got[~allowed] > 0).any()):
         return (

@@ -109,9 +109,15 @@ def explain_position_ids(fn, case, expected, got) -> str:
             f"ends just before it) and your position id there is {have}: if document {d} started a row "
             "of its own, which position would its first token have?"
         )
+    if k == 0 and n > 0 and d >= 0 and int(doc[n - 1, -1]) == d:
+        return (
+            f"row {n} starts with the rest of document {d}, cut from row {n - 1}, and your position id "
+            f"there is {have}: if that part started a row of its own, which position would its first "
+            "token have?"
+        )
     return (
-        f"row {n}, position {t} is token {k + 1} of document {d} and your position id there is {have}: "
-        f"in a row of its own, which position would document {d}'s token {k + 1} have?"
+        f"row {n}, position {t} is token {k + 1} of document {d} in this row and your position id there "
+        f"is {have}: if that part of document {d} had a row of its own, which position would that token have?"
     )
 
 

@@ -9,8 +9,8 @@ model is usually trained at a smaller rate).
 
 from __future__ import annotations
 
-import itertools
 import math
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,16 +26,16 @@ from .run import eval_windows
 __all__ = ["lr_sweep", "plot_lr_sweep"]
 
 _BLOCK, _BATCH, _WIDTH = 32, 8, 32
-_CLOCK = itertools.count(1)  # orders sweeps and recorded predictions (lr_prediction stamps with it)
-
-
+_LAST = [0]  # the last stamp given: stamps strictly increase, even where the clock repeats a value
 _FINISHED: list[int] = []  # when each sweep of this kernel finished (its results then printed)
 
 
 def _tick() -> int:
-    """The next value of a counter shared with ``lr_prediction``: what happened first has the
-    smaller number (a clock could give two events the same time)."""
-    return next(_CLOCK)
+    """A stamp shared with ``lr_prediction`` (sweeps begun and finished, predictions recorded):
+    what happened first has the smaller stamp. It is the monotonic clock in nanoseconds, raised
+    by 1 where it would repeat, so a reloaded module still stamps later than an earlier event."""
+    _LAST[0] = max(time.monotonic_ns(), _LAST[0] + 1)
+    return _LAST[0]
 
 
 def _first_finished() -> int | None:
