@@ -216,26 +216,19 @@ def _top_p_cases(seed: int = 8) -> list[Case]:
 
 
 def _top_p_free(args, expected, got):
-    """Any smallest set is right where tied tokens sit at its edge: a result that keeps likelier
-    tokens over less likely ones, reaches p, would not without its least likely token, and is
-    renormalised reads as the reference (which of the tied tokens stays is the learner's)."""
+    """Any smallest set is right where tied tokens sit at its edge: a result that meets every
+    property of :func:`top_p_properties` reads as the reference (which tied token stays is the
+    learner's)."""
     probs, p = args
     try:
         g = torch.as_tensor(got).detach().double()
     except (TypeError, ValueError, RuntimeError):
         return got
-    raw = probs.double()
-    if g.shape != raw.shape or not bool(torch.isfinite(g).all()):
+    if g.shape != probs.shape or not bool(torch.isfinite(g).all()) or bool((g < 0).any()):
         return got
-    kept = g > 0
-    if not bool(kept.any()) or not bool((g[~kept] == 0).all()):
-        return got
-    mass, least = float(raw[kept].sum()), float(raw[kept].min())
-    likelier = bool(kept.all()) or least >= float(raw[~kept].max())
-    smallest = mass >= p - 1e-12 and mass - least < p
-    if likelier and smallest and torch.allclose(g[kept], raw[kept] / mass, rtol=1e-5, atol=1e-9):
-        return expected
-    return got
+    props = top_p_properties(probs.double().numpy(), g.numpy(), p)
+    right = all(props[k] for k in ("most_likely", "reaches_p", "smallest", "renormalised"))
+    return expected if right else got
 
 
 def _explain_top_p(fn, case, expected, got) -> str:
