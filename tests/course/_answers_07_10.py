@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 07-10 (issue 38): name_the_bugs, my_loss_fn (07); my_lr_at,
-my_lr_prediction, top_p_filter (08); my_lowest_loss, my_allow_only, my_floor (09);
+my_lr_prediction, top_p_filter (08); my_lowest_loss, my_constrained_chance, my_floor (09);
 my_set_nll, my_context_coverage, my_document_coverage, my_decode_step (10). See ``_answers.py``
 for what each entry holds."""
 
@@ -374,13 +374,46 @@ def _lr_linear_decay(step, *, lr, min_lr, warmup_steps, max_steps):
     return lr - (step - warmup_steps) / max(1, max_steps - warmup_steps) * (lr - min_lr)
 
 
-def _lr_decay_over_one_step_less(step, *, lr, min_lr, warmup_steps, max_steps):  # m - w - 1: off by one
+def _lr_decay_over_one_step_less(step, *, lr, min_lr, warmup_steps, max_steps):  # lands a step early: right
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     if step >= max_steps:
         return min_lr
     progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps - 1))
     return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def _lr_shaped(shape):
+    """Warmup lr * (step + 1) / warmup_steps, then min_lr + (lr - min_lr) * shape(t), min_lr after."""
+
+    def schedule(step, *, lr, min_lr, warmup_steps, max_steps):
+        if step < warmup_steps:
+            return lr * (step + 1) / warmup_steps
+        if step >= max_steps:
+            return min_lr
+        return min_lr + (lr - min_lr) * shape((step - warmup_steps) / max(1, max_steps - warmup_steps))
+
+    return schedule
+
+
+def _lr_smoothstep(step, **kw):  # another curve flat at both ends: 1 - (3t^2 - 2t^3)
+    return _lr_shaped(lambda t: 1 - t * t * (3 - 2 * t))(step, **kw)
+
+
+def _lr_warmup_from_half(step, *, lr, min_lr, warmup_steps, max_steps):  # equal steps from lr/2 (W > 1)
+    if step < warmup_steps:
+        if warmup_steps == 1:
+            return lr
+        return lr / 2 + lr / 2 * step / (warmup_steps - 1)
+    return _lr_branches(step, lr=lr, min_lr=min_lr, warmup_steps=warmup_steps, max_steps=max_steps)
+
+
+def _lr_quarter_cosine(step, **kw):  # flat at the start, steep at the end
+    return _lr_shaped(lambda t: math.cos(math.pi * t / 2))(step, **kw)
+
+
+def _lr_cut_halfway(step, **kw):  # lr, then min_lr from halfway: flat at both ends, all the drop in one step
+    return _lr_shaped(lambda t: 1.0 if t < 0.5 else 0.0)(step, **kw)
 
 
 def _lr_by_lmcore_scheduler(step, **kw):  # torch's LambdaLR over lmcore's lr_at: lr_at all the same
@@ -400,6 +433,9 @@ ANSWERS["my_lr_at"] = Answers(
         "clipped_numpy": _lr_clipped_numpy,
         "cos_squared_half_angle": _lr_cos_squared,
         "wrapped": _lr_wrapped,
+        "smoothstep": _lr_smoothstep,
+        "lands_a_step_early": _lr_decay_over_one_step_less,
+        "warmup_in_equal_steps_from_half": _lr_warmup_from_half,
     },
     wrong={
         "warmup_from_zero": _lr_warmup_from_zero,
@@ -407,15 +443,17 @@ ANSWERS["my_lr_at"] = Answers(
         "cosine_to_zero": _lr_cosine_to_zero,
         "rises_again_after_max_steps": _lr_rises_again,
         "linear_decay": _lr_linear_decay,
-        "decays_over_one_step_less": _lr_decay_over_one_step_less,
+        "quarter_cosine": _lr_quarter_cosine,
+        "cut_to_min_lr_halfway": _lr_cut_halfway,
     },
     first_hints={
-        "warmup_from_zero": "in the warmup",
-        "cosine_counts_from_step_0": "where the decay starts",
-        "cosine_to_zero": "where must the decay land",
-        "rises_again_after_max_steps": "past max_steps",
-        "linear_decay": "straight line",
-        "decays_over_one_step_less": "over how many steps",
+        "warmup_from_zero": "an update at that rate",
+        "cosine_counts_from_step_0": "must the decay start from",
+        "cosine_to_zero": "turn back up",
+        "rises_again_after_max_steps": "once the decay is over",
+        "linear_decay": "leave its start",
+        "quarter_cosine": "arrive at its end",
+        "cut_to_min_lr_halfway": "over the whole phase",
     },
     refused={
         "lmcore_lr_at": (lambda step, **kw: lr_at(step, **kw), "called lmcore.train.optim.lr_at"),
@@ -443,13 +481,13 @@ _SWEEPS = {
 def _judge_prediction(fn):  # what the notebook does: record before the run, grade after it
     from lmcore.course.training import lr_sweep as sweep_module
 
-    finished = sweep_module._FINISHED[:]  # as in a fresh kernel: no sweep has printed results yet
-    sweep_module._FINISHED.clear()
+    finished = sweep_module.LEDGER.finished[:]  # as in a fresh kernel: no sweep has printed results yet
+    sweep_module.LEDGER.finished.clear()
     try:
         TP.lock_prediction(fn)
         return TP.check_lr_prediction(fn, _SWEEPS)
     finally:
-        sweep_module._FINISHED[:] = finished
+        sweep_module.LEDGER.finished[:] = finished
 
 
 def _predict(crawls=(1e-4,), diverges=(1.0,), best=3e-3):
@@ -814,123 +852,118 @@ ANSWERS["my_lowest_loss"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 09: allow only some tokens
+# ---------------------------------------------------------------- 09: the constrained sampler's chance
 
 
-def _allow_masked_fill(logits, allowed):
+def _keep(logits, allowed):
     keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
     keep[list(allowed)] = True
-    return logits.masked_fill(~keep, float("-inf"))
+    return keep
 
 
-def _allow_float32(logits, allowed):
-    return _allow_masked_fill(logits.float(), allowed)
+def _chance_masked_softmax(logits, allowed, token):
+    return torch.softmax(logits.masked_fill(~_keep(logits, allowed), float("-inf")), -1)[..., token]
 
 
-def _allow_additive_bias(logits, allowed):  # a bias of -inf / 0 added to every row
-    bias = torch.full((logits.shape[-1],), float("-inf"), dtype=logits.dtype)
-    bias[list(allowed)] = 0.0
-    return logits + bias
+def _chance_logsumexp(logits, allowed, token):  # exp(z_t - logsumexp over the allowed), 0 if forbidden
+    if token not in allowed:
+        return torch.zeros(logits.shape[:-1], dtype=logits.dtype)
+    return torch.exp(logits[..., token] - torch.logsumexp(logits[..., list(allowed)], -1))
 
 
-def _allow_scatter_into_copy(logits, allowed):  # a fresh -inf tensor, the allowed columns copied in
-    out = torch.full_like(logits, float("-inf"))
-    idx = torch.tensor(list(allowed))
-    out[..., idx] = logits[..., idx]
-    return out
+def _chance_softmax_of_the_allowed(logits, allowed, token):  # a softmax over the allowed columns alone
+    if token not in allowed:
+        return torch.zeros(logits.shape[:-1])
+    return torch.softmax(logits[..., list(allowed)].float(), -1)[..., list(allowed).index(token)]
 
 
-def _allow_large_negative(logits, allowed):  # -1e9 instead of -inf: exp underflows to 0
-    out = logits.clone()
-    banned = [i for i in range(logits.shape[-1]) if i not in set(allowed)]
-    out[..., banned] = -1e9
-    return out
+def _chance_numpy_loop(logits, allowed, token):  # numpy, one row at a time, max subtracted by hand
+    rows = logits.detach().numpy().reshape(-1, logits.shape[-1])
+    out = []
+    for row in rows:
+        z = row[list(allowed)]
+        e = np.exp(z - z.max())
+        out.append(e[list(allowed).index(token)] / e.sum() if token in allowed else 0.0)
+    return np.array(out).reshape(tuple(logits.shape[:-1]))
 
 
-@torch.no_grad()
-def _allow_no_grad(logits, allowed):
-    return torch.where(
-        torch.isin(torch.arange(logits.shape[-1]), torch.tensor(list(allowed))), logits, -math.inf
-    )
+def _chance_minus_1e9(logits, allowed, token):  # -1e9 instead of -inf: exp underflows to 0
+    return torch.softmax(torch.where(_keep(logits, allowed), logits, -1e9), -1)[..., token]
 
 
-def _allow_zero(logits, allowed):  # banned logits set to 0: still probable
-    keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
-    keep[list(allowed)] = True
-    return logits.masked_fill(~keep, 0.0)
+def _chance_free(logits, allowed, token):  # the free model's chance: the constraint ignored
+    return torch.softmax(logits, -1)[..., token]
 
 
-def _allow_in_place(logits, allowed):
-    keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
-    keep[list(allowed)] = True
-    return logits.masked_fill_(~keep, float("-inf"))
+def _chance_uniform(logits, allowed, token):  # every allowed token alike
+    value = 1 / len(allowed) if token in allowed else 0.0
+    return torch.full(logits.shape[:-1], value, dtype=logits.dtype)
 
 
-def _allow_first_axis(logits, allowed):  # masks rows (axis 0), not tokens
-    keep = torch.zeros(logits.shape[0], dtype=torch.bool)
-    keep[[i for i in allowed if i < logits.shape[0]]] = True
-    return logits.masked_fill(~keep.view(-1, *[1] * (logits.ndim - 1)), float("-inf"))
+def _chance_free_renormalised(logits, allowed, token):  # p_t / P_A from the free softmax: 0 / 0 far apart
+    p = torch.softmax(logits, -1)
+    return p[..., token] / p[..., list(allowed)].sum(-1) * (token in allowed)
 
 
-def _allow_minus_ten(logits, allowed):  # pushed down, not out
-    bias = torch.full((logits.shape[-1],), -10.0, dtype=logits.dtype)
-    bias[list(allowed)] = 0.0
-    return logits + bias
+def _chance_exp_over_allowed(logits, allowed, token):  # no max subtracted: overflow at 30,000
+    e = torch.exp(logits)
+    return e[..., token] / e[..., list(allowed)].sum(-1) * (token in allowed)
 
 
-def _allow_zero_allowed(logits, allowed):  # the allowed logits reset to 0: odds lost
-    out = torch.full_like(logits, float("-inf"))
-    out[..., list(allowed)] = 0.0
-    return out
+def _chance_penalty(logits, allowed, token):  # a finite penalty: enough at logits of 3, not of 30,000
+    return torch.softmax(logits - 1e4 * (~_keep(logits, allowed)), -1)[..., token]
 
 
-def _allow_minus_ten_thousand(logits, allowed):  # a finite penalty: enough at logits of 3, not of 30,000
-    banned = ~torch.isin(torch.arange(logits.shape[-1]), torch.tensor(allowed))
-    return logits - 1e4 * banned
+def _chance_forbidden_too(logits, allowed, token):  # the renormalised chance, even for a forbidden token
+    return torch.exp(logits[..., token] - torch.logsumexp(logits[..., list(allowed)], -1))
 
 
-def _allow_probabilities(logits, allowed):  # returns probabilities, not logits
-    return torch.softmax(_allow_masked_fill(logits, allowed), -1)
+def _chance_in_place(logits, allowed, token):
+    logits.masked_fill_(~_keep(logits, allowed), float("-inf"))
+    return torch.softmax(logits, -1)[..., token]
 
 
-ANSWERS["my_allow_only"] = Answers(
-    check=FX.check_allow_only,
+def _chance_whole_row(logits, allowed, token):  # the whole distribution, not the token's chance
+    return torch.softmax(logits.masked_fill(~_keep(logits, allowed), float("-inf")), -1)
+
+
+ANSWERS["my_constrained_chance"] = Answers(
+    check=FX.check_constrained_chance,
     right={
-        "masked_fill": _allow_masked_fill,
-        "float32": _allow_float32,
-        "additive_bias": _allow_additive_bias,
-        "scatter_into_fresh": _allow_scatter_into_copy,
-        "minus_1e9": _allow_large_negative,
-        "isin_where_no_grad": _allow_no_grad,
+        "masked_softmax": _chance_masked_softmax,
+        "logsumexp": _chance_logsumexp,
+        "softmax_of_the_allowed_float32": _chance_softmax_of_the_allowed,
+        "numpy_loop": _chance_numpy_loop,
+        "minus_1e9": _chance_minus_1e9,
+        "no_grad": torch.no_grad()(_chance_masked_softmax),
     },
     wrong={
-        "banned_set_to_zero": _allow_zero,
-        "in_place": _allow_in_place,
-        "first_axis": _allow_first_axis,
-        "pushed_down_by_10": _allow_minus_ten,
-        "pushed_down_by_10000": _allow_minus_ten_thousand,
-        "banned_set_to_minus_100": lambda logits, allowed: logits.masked_fill(
-            ~torch.isin(torch.arange(logits.shape[-1]), torch.tensor(allowed)), -100.0
-        ),
-        "allowed_reset_to_zero": _allow_zero_allowed,
-        "returns_probabilities": _allow_probabilities,
-        "allowed_ones_banned": lambda logits, allowed: logits.clone().index_fill(
-            -1, torch.tensor(allowed), float("-inf")
-        ),
+        "free_chance": _chance_free,
+        "uniform_over_allowed": _chance_uniform,
+        "free_renormalised": _chance_free_renormalised,
+        "exp_without_max": _chance_exp_over_allowed,
+        "finite_penalty": _chance_penalty,
+        "forbidden_token_too": _chance_forbidden_too,
+        "in_place": _chance_in_place,
+        "whole_row": _chance_whole_row,
     },
     first_hints={
-        "banned_set_to_zero": "is not allowed, yet",
-        "pushed_down_by_10": "is not allowed, yet",
-        "pushed_down_by_10000": "a fixed amount taken off",
-        "banned_set_to_minus_100": "does a finite logit",
-        "allowed_reset_to_zero": "did an allowed logit change",
-        "returns_probabilities": "your function returns probabilities",
-        "allowed_ones_banned": "Which tokens did you change?",
+        "free_chance": "where does its probability go",
+        "uniform_over_allowed": "forget which allowed token",
+        "free_renormalised": "not a number",
+        "exp_without_max": "not a number",
+        "finite_penalty": "which logits decide",
+        "forbidden_token_too": "how often",
     },
     refused={
-        "course_allow_only": (lambda logits, allowed: FD.allow_only(logits, allowed), "write it yourself"),
+        "course_allow_only": (
+            lambda logits, allowed, token: torch.softmax(FD.allow_only(logits, allowed), -1)[..., token],
+            "write it yourself",
+        ),
         "course_allow_only_by_partial": (
-            functools.partial(FD.allow_only),
+            lambda logits, allowed, token: torch.softmax(
+                functools.partial(FD.allow_only)(logits, allowed), -1
+            )[..., token],
             "called lmcore.course.floor.decoding.allow_only",
         ),
     },

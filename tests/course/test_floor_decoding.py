@@ -1,6 +1,7 @@
 """Notebook 09's constrained decoding: the mask against a hand-written softmax, the answer
-grammar, and the checker of Exercise 3 (accepts -inf and -1e9 masks, rejects the course's
-``allow_only``, the in-place mask and plausible wrong masks)."""
+grammar, and the checker of Exercise 2 (the chance a sampler that draws again until the grammar
+allows the draw writes a token: its reference against the sampler's series by hand, right answers
+in other forms accepted, the course's ``allow_only`` and plausible wrong answers rejected)."""
 
 import math
 
@@ -87,7 +88,7 @@ def test_write_answers_validates():
         FD.write_answers(_model(), "greedy", repeats=0)
 
 
-# ---------------------------------------------------------------- Exercise 3's checker
+# ---------------------------------------------------------------- Exercise 2's checker
 
 
 def _keep(logits, allowed):
@@ -96,74 +97,110 @@ def _keep(logits, allowed):
     return keep
 
 
-def _right_inf(logits, allowed):
-    return logits.masked_fill(~_keep(logits, allowed), float("-inf"))
+def _redraw_by_hand(row, allowed, token):
+    """The sampler the exercise describes, summed as its series: kept at once with p_t, thrown away
+    with 1 - P_A and started again (plain floats, round after round, logits that do not underflow)."""
+    p = _masked_softmax_by_hand(row, range(len(row)))
+    if token not in allowed:
+        return 0.0
+    p_allowed, total, term = sum(p[a] for a in allowed), 0.0, p[token]
+    while term > 1e-18:  # the rounds until what is left is below float64's reach
+        total, term = total + term, term * (1 - p_allowed)
+    return total
 
 
-def _right_big(logits, allowed):
-    return torch.where(_keep(logits, allowed), logits, logits - 1e9)
+def test_the_reference_is_the_redrawing_sampler():
+    for case in FX._chance_cases():
+        logits, allowed, token = case.args
+        if logits.ndim != 1 or float(logits.max() - logits.min()) > 100:
+            continue  # the series by hand needs one row whose probabilities do not underflow
+        want = _redraw_by_hand(logits.tolist(), allowed, token)
+        assert float(FX._constrained_chance(logits, allowed, token)) == pytest.approx(
+            want, rel=1e-9, abs=1e-15
+        )
 
 
-def _right_loop(logits, allowed):
-    out = logits.clone()
-    for i in range(logits.shape[-1]):
-        if i not in allowed:
-            out[..., i] = -math.inf
-    return out
+def test_the_far_apart_rows_break_the_free_probabilities():
+    """The two far-apart cases are there because the free model's chances of the allowed tokens
+    are exactly 0 in float64: p_t / P_A from them is 0 / 0."""
+    far = [c for c in FX._chance_cases() if float(c.args[0].abs().max()) > 500]
+    assert len(far) == 2
+    for case in far:
+        logits, allowed, _ = case.args
+        assert float(torch.softmax(logits, -1)[list(allowed)].sum()) == 0.0
 
 
-@pytest.mark.parametrize("right", [_right_inf, _right_big, _right_loop])
-def test_check_allow_only_accepts_right_masks(right, capfd):
-    assert FX.check_allow_only(right)
+RIGHT = {
+    "masked softmax": lambda l, a, t: torch.softmax(l.masked_fill(~_keep(l, a), float("-inf")), -1)[..., t],
+    "a -1e9 mask": lambda l, a, t: torch.softmax(torch.where(_keep(l, a), l, l - 1e9), -1)[..., t],
+    "logsumexp, float32, a Python float for one row": lambda l, a, t: (
+        (
+            torch.exp(l[..., t].float() - torch.logsumexp(l[..., list(a)].float(), -1))
+            if t in a
+            else torch.zeros(l.shape[:-1])
+        )
+        if l.ndim > 1
+        else float(math.exp(l[t] - torch.logsumexp(l[list(a)], -1)) if t in a else 0.0)
+    ),
+}
+
+
+@pytest.mark.parametrize("right", RIGHT.values(), ids=RIGHT.keys())
+def test_check_constrained_chance_accepts_right_answers(right, capfd):
+    assert FX.check_constrained_chance(right)
     out = capfd.readouterr()
     assert "✓ pass" in out.out and out.err == ""
 
 
-def test_check_allow_only_refuses_the_course_function(capsys):
-    assert not FX.check_allow_only(lambda logits, allowed: FD.allow_only(logits, allowed))
+def test_check_constrained_chance_refuses_the_course_mask(capsys):
+    assert not FX.check_constrained_chance(lambda l, a, t: torch.softmax(FD.allow_only(l, a), -1)[..., t])
     assert "your function called lmcore.course.floor.decoding.allow_only: write it yourself" in (
         capsys.readouterr().out
     )
 
 
-def _in_place(logits, allowed):
-    logits[..., ~_keep(logits, allowed)] = float("-inf")
-    return logits
-
-
 WRONG = {
-    "zeros instead of -inf": lambda l, a: l.masked_fill(~_keep(l, a), 0.0),
-    "the mask inverted": lambda l, a: l.masked_fill(_keep(l, a), float("-inf")),
-    "probabilities, not logits": lambda l, a: (p := torch.softmax(l, -1) * _keep(l, a)) / p.sum(-1, True),
-    "a penalty of 10, not -inf": lambda l, a: torch.where(_keep(l, a), l, l - 10),
-    "only the allowed logits kept": lambda l, a: l[..., list(a)],
-    "masked in place": _in_place,
-    "the first row only": lambda l, a: (
-        torch.cat([_right_inf(l[:1], a), l[1:]]) if l.ndim > 1 else _right_inf(l, a)
+    "the free model's chance": (
+        lambda l, a, t: torch.softmax(l, -1)[..., t],
+        "where does its probability go",
+    ),
+    "a penalty of 10, not -inf": (
+        lambda l, a, t: torch.softmax(torch.where(_keep(l, a), l, l - 10), -1)[..., t],
+        "Hint:",
+    ),
+    "exp without the max": (
+        lambda l, a, t: torch.exp(l[..., t]) / torch.exp(l[..., list(a)]).sum(-1) * (t in a),
+        "not a number",
+    ),
+    "masked in place": (
+        lambda l, a, t: torch.softmax(l.masked_fill_(~_keep(l, a), float("-inf")), -1)[..., t],
+        "modified its input",
+    ),
+    "the whole row": (
+        lambda l, a, t: torch.softmax(l.masked_fill(~_keep(l, a), float("-inf")), -1),
+        "one chance per row",
+    ),
+    "the first row only": (
+        lambda l, a, t: (
+            torch.softmax(l.masked_fill(~_keep(l, a), float("-inf")), -1)[..., t].flatten()[0]
+            * torch.ones(l.shape[:-1])
+        ),
+        "✗ fail",
     ),
 }
 
 
 @pytest.mark.parametrize("name", list(WRONG))
-def test_check_allow_only_rejects(name, capsys):
-    assert not FX.check_allow_only(WRONG[name])
+def test_check_constrained_chance_rejects(name, capsys):
+    wrong, says = WRONG[name]
+    assert not FX.check_constrained_chance(wrong)
     out = capsys.readouterr().out
-    assert "✗ fail" in out and "tensor(" not in out
+    assert "✗ fail" in out and says in out and "tensor(" not in out
 
 
-def test_check_allow_only_reads_a_stub_as_not_attempted(capsys):
-    def stub(logits, allowed):
+def test_check_constrained_chance_reads_a_stub_as_not_attempted(capsys):
+    def stub(logits, allowed, token):
         raise NotImplementedError
 
-    assert not FX.check_allow_only(stub)
+    assert not FX.check_constrained_chance(stub)
     assert "not attempted yet" in capsys.readouterr().out
-
-
-def test_check_allow_only_accepts_float32_logits_and_still_wants_zero(capsys):
-    """Issue 38: rtol 1e-7 rejected the mask applied to float32 logits; the allowed tokens are now
-    compared at rtol 1e-5, a banned token must still get 0 (atol 1e-9)."""
-    keep = lambda logits, allowed: torch.isin(torch.arange(logits.shape[-1]), torch.tensor(list(allowed)))  # noqa: E731
-    assert FX.check_allow_only(lambda z, a: z.float().masked_fill(~keep(z, a), float("-inf")))
-    assert "✓ pass" in capsys.readouterr().out
-    assert not FX.check_allow_only(lambda z, a: z - 12.0 * (~keep(z, a)))  # pushed down, not out
-    assert "✗ fail" in capsys.readouterr().out

@@ -125,14 +125,16 @@ def fresh_kernel(monkeypatch):
     """No sweep has finished yet, as in a kernel that runs the notebook from the top."""
     from lmcore.course.training import lr_sweep as sweep_module
 
-    monkeypatch.setattr(sweep_module, "_FINISHED", [])
+    monkeypatch.setattr(sweep_module.LEDGER, "finished", [])
 
 
 def test_a_prediction_recorded_after_the_sweep_ran_fails(corpus, capsys, fresh_kernel):
     """The loopholes: record (again) once the sweep's results exist and check against that sweep,
     or run the sweep again after recording a prediction made with its results in view."""
     from lmcore.course.training.lr_prediction import check_lr_prediction, lock_prediction
-    from lmcore.course.training.lr_sweep import _tick
+    from lmcore.course.training.lr_sweep import LEDGER
+
+    _tick = LEDGER.stamp
 
     def my_lr_prediction():
         return {"crawls": [1e-4], "diverges": [1.0], "best": 3e-3}

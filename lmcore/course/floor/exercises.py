@@ -1,5 +1,5 @@
 """Notebook 09's exercises: the lowest mean loss any model can reach on a given sample of
-(context, next token) pairs, a mask that allows only some tokens, and the loss floor of a
+(context, next token) pairs, the chance a constrained sampler writes a token, and the loss floor of a
 generator the notebook has not shown (subtraction with ``b <= a``).
 
 Each checker is :func:`lmcore.course.checks.check`: the learner's function runs with warnings
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 
 import numpy as np
 import torch
@@ -26,14 +27,15 @@ from ...data.tokenizers import ChatTokenizer
 from ..checks import Case, check
 from ..checks.guard import available
 from .decoding import allow_only
-from .lesson import _operand_range
+from .lesson import _conditional_entropy, _operand_range, entropy
 
 __all__ = [
     "subtraction_turns",
     "subtraction_floor",
+    "subtraction_parts",
     "check_lowest_loss",
     "check_subtraction_floor",
-    "check_allow_only",
+    "check_constrained_chance",
 ]
 
 _TOK = ChatTokenizer()
@@ -43,6 +45,7 @@ _REFERENCES = tuple(
     "lmcore.course.floor.lesson.gap_by_token",
     "lmcore.course.floor.lesson.sample_floors",
     "lmcore.course.floor.exercises._sample_floor",
+    "lmcore.course.floor.lesson._conditional_entropy",
 )
 # the libraries' whole entropy or KL in one call: "write the sum yourself" rules them out (an
 # elementwise helper such as torch.special.xlogy or entr leaves the sum to the learner: allowed)
@@ -81,13 +84,13 @@ def _pair_counts(contexts, tokens):
 def _sample_floor(contexts, tokens) -> float:
     """The reference: -1/n sum over pairs of ln(n(c, x) / n(c)), the conditional entropy of the
     next token given the context on the sample itself, in nats."""
-    n, joint, ctx_n, _, _, _ = _pair_counts(contexts, tokens)
-    return float(-(joint / n * np.log(joint / ctx_n)).sum())
+    as_ints = lambda xs: np.asarray(xs).astype(np.int64).tolist()  # noqa: E731 - lists, arrays, tensors
+    return _conditional_entropy(Counter(zip(as_ints(contexts), as_ints(tokens))))
 
 
 def _entropy_of_counts(counts) -> float:
-    f = np.asarray(counts, dtype=np.float64) / np.sum(counts)
-    return float(-(f * np.log(f)).sum())
+    counts = np.asarray(counts, dtype=np.float64)
+    return entropy(counts / counts.sum())
 
 
 def _wrong_floors(contexts, tokens) -> list[tuple[float, str]]:
@@ -223,10 +226,10 @@ def subtraction_turns(n: int, high: int = 9, *, seed: int = 0) -> list[str]:
     return out
 
 
-def subtraction_floor(high: int = 9) -> float:
-    """The loss floor, in nats per target, of a long corpus from :func:`subtraction_turns`:
-    E[-ln p(turn)] / E[targets per turn], each turn's targets being its tokens after
-    ``<user>`` plus EOS (as the chat corpus counts them), enumerated over every (a, b)."""
+def subtraction_parts(high: int = 9) -> tuple[float, float]:
+    """The expected nats and the expected targets of one :func:`subtraction_turns` turn,
+    enumerated over every (a, b), each turn's targets being its tokens after ``<user>`` plus EOS
+    (as the chat corpus counts them)."""
     high = _operand_range(high)
     nats = targets = 0.0
     for a in range(high + 1):
@@ -235,6 +238,13 @@ def subtraction_floor(high: int = 9) -> float:
             n = len(_TOK.encode(f"<user> {a} - {b} = <assistant> {a - b} ."))  # - <user> + EOS
             nats -= p * math.log(p)
             targets += p * n
+    return nats, targets
+
+
+def subtraction_floor(high: int = 9) -> float:
+    """The loss floor, in nats per target, of a long corpus from :func:`subtraction_turns`:
+    E[-ln p(turn)] / E[targets per turn] (:func:`subtraction_parts`)."""
+    nats, targets = subtraction_parts(high)
     return nats / targets
 
 
@@ -259,124 +269,126 @@ def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
         rtol=1e-4,
         hint=hint,
         quiet=quiet,
-        forbid=_FORBID | {"lmcore.course.floor.exercises.subtraction_floor": "write it yourself"},
+        forbid=_FORBID
+        | {
+            "lmcore.course.floor.exercises.subtraction_floor": "write it yourself",
+            "lmcore.course.floor.exercises.subtraction_parts": "write it yourself",
+        },
     )
 
 
 # ---------------------------------------------------------------- constrained decoding
 
 
-def _allow_cases() -> list[Case]:
+def _chance_cases() -> list[Case]:
+    """Rows of logits, the allowed ids and the token asked about: the digits after ``=``, only
+    ``.`` allowed, a token the grammar forbids, batches, every token allowed, and rows whose
+    logits lie so far apart that the free model's probabilities of the allowed tokens are 0 in
+    float64 (only a computation over the allowed logits stays finite there)."""
     g = torch.Generator().manual_seed(0)
+    digits = [9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
     specs = [
-        ((19,), [9, 10, 11, 12, 13, 14, 15, 16, 17, 18], "19 logits, the ten digits allowed"),
-        ((19,), [8], "19 logits, only '.' allowed"),
-        ((5, 19), [8, 9, 10], "(5, 19) logits, '.', '0' and '1' allowed"),
-        ((2, 3, 7), [6, 0], "(2, 3, 7) logits, tokens 6 and 0 allowed"),
-        ((4,), [0, 1, 2, 3], "4 logits, every token allowed"),
+        ((19,), digits, 13, "19 logits, the ten digits allowed, token 13"),
+        ((19,), [8], 8, "19 logits, only '.' (token 8) allowed, token 8"),
+        ((19,), digits, 8, "19 logits, the ten digits allowed, token 8 (not allowed)"),
+        ((5, 19), [8, 9, 10], 9, "(5, 19) logits, tokens 8, 9 and 10 allowed, token 9"),
+        ((2, 3, 7), [6, 0], 0, "(2, 3, 7) logits, tokens 6 and 0 allowed, token 0"),
+        ((4,), [0, 1, 2, 3], 2, "4 logits, every token allowed, token 2"),
     ]
     cases = [
-        Case((torch.randn(shape, generator=g, dtype=torch.float64) * 3, ids), label=text)
-        for shape, ids, text in specs
+        Case((torch.randn(shape, generator=g, dtype=torch.float64) * 3, ids, token), label=text)
+        for shape, ids, token, text in specs
     ]
     spread = torch.tensor([9.0, -4.0, 5.0, -8.0, 0.0], dtype=torch.float64)  # a banned token far ahead
-    huge = torch.tensor([30_000.0, 2.0, -1.0, 29_990.0], dtype=torch.float64)  # no fixed penalty is enough
-    low = torch.tensor([-300.0, -250.0, 5.0, -400.0], dtype=torch.float64)  # nor a fixed finite logit
+    huge = torch.tensor([30_000.0, 2.0, -1.0, 29_990.0], dtype=torch.float64)
+    low = torch.tensor([-800.0, -790.0, 5.0, -900.0], dtype=torch.float64)
     return cases + [
-        Case((spread, [1, 3]), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed"),
-        Case((huge, [1, 2]), label="logits [30000, 2, -1, 29990], tokens 1 and 2 allowed"),
-        Case((low, [0, 1]), label="logits [-300, -250, 5, -400], tokens 0 and 1 allowed"),
+        Case((spread, [1, 3], 1), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed, token 1"),
+        Case((huge, [1, 2], 2), label="logits [30000, 2, -1, 29990], tokens 1 and 2 allowed, token 2"),
+        Case((low, [0, 1], 1), label="logits [-800, -790, 5, -900], tokens 0 and 1 allowed, token 1"),
     ]
 
 
-def _as_probs(fn):
+def _as_chance(fn):
+    """``fn``'s result as a float64 tensor of one chance per row (shape ``logits.shape[:-1]``)."""
+
     @functools.wraps(fn)  # the learner's name, for show_solution's pointer
-    def probs(logits, allowed):
-        out = fn(logits, allowed)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"return a tensor of logits; got {type(out).__name__}")
-        if out.shape != logits.shape:
-            raise ValueError(f"return logits of shape {tuple(logits.shape)}; got {tuple(out.shape)}")
-        return torch.softmax(out.double(), -1)
+    def chance(logits, allowed, token):
+        out = fn(logits, allowed, token)
+        try:
+            out = torch.as_tensor(out).double()
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"return a number or a tensor of chances; got {type(out).__name__}") from None
+        if out.shape != logits.shape[:-1]:
+            raise ValueError(
+                f"return one chance per row, shape {tuple(logits.shape[:-1])}; got {tuple(out.shape)}"
+            )
+        return out
 
-    return probs
-
-
-def _returns_probabilities(fn, case) -> bool:
-    """Whether the learner's own function (beneath :func:`_as_probs`) returned probabilities."""
-    if fn is None:
-        return False
-    try:
-        out = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in case.args])
-    except Exception:  # noqa: BLE001 - a probe must never turn a failure into a crash
-        return False
-    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
-        return False
-    out = out.double()
-    return bool((out >= 0).all()) and torch.allclose(out.sum(-1), torch.ones(()).double(), atol=1e-6)
+    return chance
 
 
-def _explain_allowed(fn, case, expected, got) -> str:
-    """The first token whose probability after a softmax of the learner's logits is wrong: a
-    banned one that kept some, or an allowed one whose odds against the others changed."""
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return ""
-    wrong = (got - expected).abs() > 1e-9 + 1e-5 * expected.abs()
-    where = wrong.nonzero()
-    if len(where) == 0:
-        return ""
-    if _returns_probabilities(getattr(fn, "__wrapped__", None), case):
+def _constrained_chance(logits, allowed, token):
+    """The reference: a softmax of the logits with every token outside ``allowed`` at -inf."""
+    return torch.softmax(allow_only(logits, allowed).double(), -1)[..., token]
+
+
+def _explain_chance(fn, case, expected, got) -> str:
+    """What a wrong chance did, as a question: not a number where the logits lie far apart, a
+    forbidden token written, the free model's chance, or every allowed token alike."""
+    logits, allowed, token = case.args
+    if not torch.isfinite(got).all():
         return (
-            "your function returns probabilities (every row is at least 0 and adds up to 1); the "
-            "exercise asks for logits, which the sampler then puts through a softmax: what does a "
-            "softmax of your result give a token that is not allowed?"
+            f"on {case.label}, your result is not a number: which of your intermediate values is 0 "
+            "or infinite when the logits lie that far apart, and which logits does the chance "
+            "actually depend on?"
         )
-    allowed = expected > 0
-    if float(case.args[0].abs().max()) > 100 and bool((got[~allowed] > 0).any()):
+    if token not in allowed:
         return (
-            f"on {case.label}, a token that is not allowed still gets probability after your function: "
-            "does a finite logit, or a fixed amount taken off, make a softmax give it exactly 0 whatever "
-            "the other logits are?"
+            f"token {token} is not allowed, and yours gives it {float(got.max()):.3g}: how often "
+            "does a sampler that throws away every token the grammar forbids write it?"
         )
-    if bool((got[allowed] == 0).all()) and bool((got[~allowed] > 0).any()):
+    if bool(((got == 0) & (expected > 1e-6)).any()):
         return (
-            "the check compares probabilities after a softmax: after your function every allowed "
-            "token has probability 0 and the others keep some. Which tokens did you change?"
+            f"on {case.label}, yours gives token {token} chance 0, though it is allowed and the sampler "
+            "draws until it writes an allowed token: once the forbidden tokens are out of the way, "
+            "which logits decide between the allowed ones?"
         )
-    at = tuple(int(i) for i in where[0])
-    token, p = at[-1], float(got[at])
-    if float(expected[at]) == 0:
+    free = torch.softmax(logits.double(), -1)[..., token]
+    if torch.allclose(got, free, rtol=1e-5, atol=1e-9):
         return (
-            f"the check compares probabilities after a softmax: token {token} is not allowed, yet "
-            f"after a softmax of your logits it keeps {p:.3g}. For a softmax to give it exactly 0, what "
-            "must its logit be, compared with every other logit, whatever their size?"
+            f"on {case.label}, yours is the free model's chance of token {token}: when a draw "
+            "outside `allowed` is thrown away and drawn again, where does its probability go?"
         )
-    return (
-        f"the check compares probabilities after a softmax: token {token} is allowed, and after a "
-        f"softmax of your logits it gets {p:.4g} where the model's odds give {float(expected[at]):.4g}: "
-        "did an allowed logit change?"
-    )
+    if torch.allclose(got, torch.full_like(got, 1 / len(allowed)), rtol=1e-5, atol=1e-9):
+        return (
+            "yours gives every allowed token the same chance: does drawing again make the model "
+            "forget which allowed token it rates higher?"
+        )
+    return ""
 
 
-def check_allow_only(fn, *, quiet: bool = False) -> bool:
-    """Grade ``fn(logits, allowed) -> logits`` ``(..., V)``: after a softmax, every token not in
-    ``allowed`` has probability 0 and the allowed ones keep their relative odds (compared as
-    probabilities, so -inf and -1e9 both pass); the input must not change."""
+def check_constrained_chance(fn, *, quiet: bool = False) -> bool:
+    """Grade ``fn(logits, allowed, token) -> chance`` (shape ``logits.shape[:-1]``): the chance
+    that drawing from the softmax, and drawing again whenever the token is not in ``allowed``,
+    writes ``token``; finite on rows whose logits lie tens of thousands apart. The input must not
+    change, and a call to the course's ``allow_only`` is refused."""
     hint = (
-        "After your function, what probability does a softmax give a token that is not allowed, and "
-        "are the ratios between the allowed ones unchanged? Is the input left as it was?",
-        "set every token outside `allowed` to -inf (a softmax makes exp(-inf) = 0), on the last "
-        "axis of every row, on a copy; leave the allowed logits as they are (not 0, not probabilities).",
+        "Follow one draw: with what chance is it kept at once, with what chance is it thrown away "
+        "and drawn again, and what does that leave for `token` in the end?",
+        "the chance is p_token / (sum of p over `allowed`), and 0 for a token outside `allowed`: "
+        "a softmax over the allowed logits alone (set the others to -inf, then softmax), which "
+        "stays finite however far apart the logits lie.",
     )
     return check(
-        "logits restricted to the allowed tokens",
-        _as_probs(fn),
-        _as_probs(allow_only),
-        _allow_cases(),
-        atol=1e-9,  # a token outside `allowed` must get 0, not a small probability
-        rtol=1e-5,  # the allowed ones: logits in float32 are right
+        "the constrained sampler's chance",
+        _as_chance(fn),
+        _constrained_chance,
+        _chance_cases(),
+        atol=1e-9,  # a forbidden token must get 0, not a small chance
+        rtol=1e-5,  # float32 logits are right
         hint=hint,
         quiet=quiet,
-        forbid=("lmcore.course.floor.decoding.allow_only",),
-        explain=_explain_allowed,
+        forbid={"lmcore.course.floor.decoding.allow_only": "write it yourself"},
+        explain=_explain_chance,
     )

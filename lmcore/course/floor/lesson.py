@@ -129,6 +129,16 @@ def _pairs_of_turns(high: int) -> Counter:
     return pairs
 
 
+def _conditional_entropy(pairs: Counter) -> float:
+    """The entropy of the target given its context, in nats, on counted (context, target) pairs:
+    -sum n(c, x) / n ln(n(c, x) / n(c)), each context's frequencies being its best model."""
+    before: Counter = Counter()
+    for (c, _), k in pairs.items():
+        before[c] += k
+    n = sum(pairs.values())
+    return float(-sum(k / n * math.log(k / before[c]) for (c, _), k in pairs.items()))
+
+
 def context_free_floor(high: int = 9) -> float:
     """The lowest loss, in nats per target, of a model that gives every target the same
     distribution whatever came before, on a long corpus of ``<user> a + b = <assistant> c .``
@@ -136,21 +146,14 @@ def context_free_floor(high: int = 9) -> float:
     targets: Counter = Counter()
     for (_, x), k in _pairs_of_turns(_operand_range(high)).items():
         targets[x] += k
-    f = np.array(list(targets.values()), dtype=np.float64)
-    f /= f.sum()
-    return float(-(f * np.log(f)).sum())
+    return _conditional_entropy(Counter({(None, x): k for x, k in targets.items()}))
 
 
 def previous_token_floor(high: int = 9) -> float:
     """The lowest loss, in nats per target, of a model that reads only the token before each
     target (a bigram model) on the same corpus: the entropy of each previous token's targets,
     weighted by how often it comes (the first target's previous token is ``<user>``)."""
-    pairs = _pairs_of_turns(_operand_range(high))
-    before: Counter = Counter()
-    for (c, _), k in pairs.items():
-        before[c] += k
-    n = sum(pairs.values())
-    return float(-sum(k / n * math.log(k / before[c]) for (c, _), k in pairs.items()))
+    return _conditional_entropy(_pairs_of_turns(_operand_range(high)))
 
 
 # ---------------------------------------------------------------- the exact per-token floor

@@ -14,13 +14,12 @@ import functools
 import math
 
 import torch
-import torch.nn.functional as F
 
 from ..._validate import require_int_scalar
 from ...shift import mask_cross_document_targets
 from ..checks import Case, check, compare, float32_atol
 from .data import context_coverage
-from .inference import forward_cached
+from .inference import _cached_pass, forward_cached
 from .lesson import set_nll
 
 _SET_NLL = "lmcore.course.rewards.lesson.set_nll"
@@ -295,6 +294,7 @@ def _decode_cases() -> list[tuple]:
 
 
 @torch.no_grad()
+@torch.no_grad()
 def _decode_variant(model, token, cache, *, shift: int = 0, first_key_only: bool = False):
     """The logits of a decode step as two plausible mistakes make it, or None: the new token at
     position ``P + shift``, or its one query reading key 0 alone (what SDPA's ``is_causal=True``
@@ -302,20 +302,8 @@ def _decode_variant(model, token, cache, *, shift: int = 0, first_key_only: bool
     P = cache[0][0].shape[2]
     if not 0 <= P + shift < model.config.block_size:
         return None
-    x = model.wte(token)[:, None] + model.wpe.weight[P + shift]
-    for block, (k_old, v_old) in zip(model.blocks, cache):
-        attn, h = block.attn, block.ln_1(x)
-        N, _, D = h.shape
-        q, k, v = (
-            t.view(N, 1, attn.n_head, D // attn.n_head).transpose(1, 2) for t in attn.c_attn(h).split(D, 2)
-        )
-        k, v = torch.cat([k_old, k], 2), torch.cat([v_old, v], 2)
-        if first_key_only:
-            k, v = k[:, :, :1], v[:, :, :1]
-        y = F.scaled_dot_product_attention(q, k, v)
-        x = x + attn.c_proj(y.transpose(1, 2).reshape(N, 1, D))
-        x = x + block.mlp(block.ln_2(x))
-    return model.lm_head(model.ln_f(x))[:, 0]
+    logits, _ = _cached_pass(model, token[:, None], list(cache), shift=shift, first_key_only=first_key_only)
+    return logits[:, 0]
 
 
 def _explain_logits(case, got_logits) -> str:

@@ -44,11 +44,22 @@ def forward_cached(model: GPT, tokens: torch.Tensor, cache: list | None = None):
     cache = list(cache or [])
     if cache and len(cache) != len(model.blocks):
         raise ValueError(f"cache must hold one (keys, values) pair per block ({len(model.blocks)}).")
+    P = cache[0][0].shape[2] if cache else 0
+    if P + tokens.shape[1] > model.config.block_size:
+        raise ValueError(
+            f"{P} cached + {tokens.shape[1]} new positions exceed block_size {model.config.block_size}."
+        )
+    return _cached_pass(model, tokens, cache)
+
+
+def _cached_pass(model: GPT, tokens, cache: list, *, shift: int = 0, first_key_only: bool = False):
+    """:func:`forward_cached`'s computation on checked arguments. ``shift`` and ``first_key_only``
+    make it as two plausible mistakes of notebook 10's exercise do (the new tokens numbered from
+    ``P + shift``; each query reading key 0 alone, as SDPA's ``is_causal=True`` does to one query
+    against ``P + 1`` keys, its causal mask aligned top-left), for the checker's diagnoses."""
     N, T = tokens.shape
     P = cache[0][0].shape[2] if cache else 0
-    if P + T > model.config.block_size:
-        raise ValueError(f"{P} cached + {T} new positions exceed block_size {model.config.block_size}.")
-    pos = torch.arange(P, P + T, device=tokens.device)
+    pos = torch.arange(P + shift, P + shift + T, device=tokens.device)
     x = model.wte(tokens) + model.wpe(pos)[None]  # (N, T, D)
     sees = torch.ones(T, P + T, dtype=torch.bool, device=tokens.device).tril(P)  # key j <= P + i
     new_cache = []
@@ -59,7 +70,10 @@ def forward_cached(model: GPT, tokens: torch.Tensor, cache: list | None = None):
         if cache:
             k, v = torch.cat([cache[b][0], k], 2), torch.cat([cache[b][1], v], 2)
         new_cache.append((k, v))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=sees)  # (N, H, T, D/H)
+        if first_key_only:
+            y = F.scaled_dot_product_attention(q, k[:, :, :1], v[:, :, :1])
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=sees)  # (N, H, T, D/H)
         x = x + attn.c_proj(y.transpose(1, 2).reshape(N, T, D))
         x = x + block.mlp(block.ln_2(x))
     return model.lm_head(model.ln_f(x)), new_cache

@@ -10,8 +10,8 @@
   entropy and the phases of ....
 - ``dynamics``: what the first steps of a run learn (the loss as frequency entropy, frequency gap
   and context, measured densely on a retrained start) and a small training slice a run overfits.
-- ``exercises``: the learning-rate schedule exercise's checker (warmup, then cosine, then
-  ``min_lr``).
+- ``exercises``: the learning-rate schedule exercise's checker (a schedule judged against the
+  goals the exercise states: warmup, a gentle decay, ``min_lr`` after).
 - ``exposure``: exposure bias measured.
 - ``exposure_views``: the plots of the exposure-bias measurements of
   :mod:`lmcore.course.training.exposure`.

@@ -1,103 +1,199 @@
-"""Notebook 08's learning-rate exercise: the schedule ``train()`` follows (linear warmup, then a
-cosine down to ``min_lr``, then ``min_lr``), written by the learner and checked against
-:func:`lmcore.train.lr_at` on cases that separate the plausible wrong schedules: a warmup off by
-one, a cosine that counts from step 0 or decays to 0, a cosine that rises again after
-``max_steps``, a straight-line decay. Calling ``lr_at`` is rejected.
+"""Notebook 08's learning-rate exercise: a schedule designed from goals, not copied from a formula.
+
+The learner writes ``my_lr_at(step, *, lr, min_lr, warmup_steps, max_steps)``; the checker reads
+the whole schedule it gives for a few settings and judges it against the goals the exercise
+states (:func:`schedule_fault`), so every schedule that meets them passes: lmcore's cosine, a
+smoothstep, a cosine that reaches ``min_lr`` a step early. The plausible wrong ones fail on the
+goal they miss: a warmup from 0, a straight-line decay, a quarter cosine, a cosine that climbs
+back after ``max_steps``, a decay to 0, a cut to ``min_lr`` in one step. Calling ``lr_at`` is
+rejected.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
-from ...train import lr_at
 from ..checks import Case, apart, check, float32_atol
 
-__all__ = ["lr_schedule_cases", "check_lr_schedule"]
+__all__ = ["lr_schedule_cases", "schedule_fault", "check_lr_schedule", "GENTLE", "STEEPEST"]
 
 _FORBID = {"lmcore.train.optim.lr_at": "write the schedule yourself (this is lmcore's own)"}
 
+GENTLE = (1 / 20, 1 / 50)  # the first and last twentieth of the decay each cover under a fiftieth of it
+STEEPEST = 2.0  # no step of the decay drops more than twice the average step
+
 
 def lr_schedule_cases() -> list[Case]:
-    """Steps at the edges of each phase and a quarter into the cosine (where a straight line and
-    a cosine differ most), for a few settings (keyword arguments as ``lr_at``'s)."""
-    cases = []
+    """Settings ``(lr, min_lr, warmup_steps, max_steps)``: round numbers (readable failures), the
+    ``cpu`` preset's, a single warmup step, and no warmup with a decay to 0."""
     settings = [
-        dict(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110),  # round numbers: readable failures
-        dict(lr=3e-3, min_lr=3e-4, warmup_steps=50, max_steps=1500),  # the cpu preset
-        dict(lr=2.0, min_lr=0.0, warmup_steps=0, max_steps=40),  # no warmup, down to 0
+        (1.0, 0.1, 10, 110),
+        (3e-3, 3e-4, 50, 1500),
+        (0.5, 0.05, 1, 61),
+        (2.0, 0.0, 0, 40),
     ]
-    for kw in settings:
-        w, m = kw["warmup_steps"], kw["max_steps"]
-        marks = (0, 1, max(w - 1, 0), w, w + (m - w) // 4, (w + m) // 2, m, 2 * m + 7, w + 1, m - 1, m + 1)
-        steps = list(dict.fromkeys(marks))  # the telling steps first: a failure names one of them
-        for s in steps:
-            label = f"step {s} of lr={kw['lr']}, min_lr={kw['min_lr']}, warmup_steps={w}, max_steps={m}"
-            cases.append(Case((s,), dict(kw), label=label))
-    return cases
+    return [
+        Case(s, label=f"lr={s[0]}, min_lr={s[1]}, warmup_steps={s[2]}, max_steps={s[3]}") for s in settings
+    ]
 
 
-def _lr_atol(step, *, lr, **_) -> float:
-    """A schedule computed in float32 is right: a few float32 spacings of ``lr``, the largest
-    rate of the setting (the values of the lr=3e-3 setting sit far below the kit's 1e-6)."""
-    return float32_atol(np.asarray(lr, dtype=np.float64), floor=1e-15)
+def _steps_after(max_steps: int, warmup_steps: int) -> int:
+    """How far past ``max_steps`` the schedule is read: far enough for a cosine left running to
+    climb back up."""
+    return max(20, max_steps - warmup_steps)
 
 
-def _off(fn, step: int, want: float, kw: dict) -> float | None:
-    """``fn``'s rate at ``step`` when it is not ``want`` (to a float32 tolerance), else None."""
-    got = float(fn(step, **kw))
-    return None if abs(got - want) <= _lr_atol(step, **kw) + 1e-6 * abs(want) else got
+def _rates(fn):
+    """``fn``, a per-step schedule, as a function of a setting that returns the whole schedule
+    (steps 0 to well past ``max_steps``); it keeps ``fn``'s name, which the hints use."""
+
+    @functools.wraps(fn)
+    def schedule(lr, min_lr, warmup_steps, max_steps):
+        last = max_steps + _steps_after(max_steps, warmup_steps)
+        return [
+            fn(s, lr=lr, min_lr=min_lr, warmup_steps=warmup_steps, max_steps=max_steps)
+            for s in range(last + 1)
+        ]
+
+    return schedule
 
 
-def _explain_schedule(fn, case, expected, got) -> str:
-    """Which part of the schedule a wrong rate belongs to, asked about on this case's setting."""
-    (step,), kw = case.args, case.kwargs
-    lr, low, w, m = kw["lr"], kw["min_lr"], kw["warmup_steps"], kw["max_steps"]
-    if step < w:
+def _as_floats(rates) -> np.ndarray | None:
+    try:
+        r = np.array([float(x) for x in rates], dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return r
+
+
+def schedule_fault(lr, min_lr, warmup_steps, max_steps, rates) -> tuple[str, str]:
+    """The first goal the schedule ``rates`` (its rate at steps 0, 1, ...) misses for this setting,
+    and a question about it; ``("", "")`` when it meets every goal:
+
+    - warmup (steps before ``warmup_steps``): above 0 at step 0, rising in equal steps, ``lr`` at
+      step ``warmup_steps - 1``;
+    - decay (``warmup_steps`` to ``max_steps``): ``lr`` at its start and ``min_lr`` at its end, never
+      rising; gentle at both ends (its first and its last twentieth each cover less than a fiftieth
+      of the drop); no step dropping more than twice the average step;
+    - after ``max_steps``: ``min_lr``.
+    """
+    r = _as_floats(rates)
+    if r is None or r.ndim != 1 or len(r) <= max_steps:
         return (
-            f"step {step} is in the warmup (warmup_steps = {w}) and yours is {float(got):.4g}: "
-            f"which rate does step 0 get, and at which step does the ramp reach lr = {lr}?"
+            "the function did not return one number per step",
+            "what does your function return for one step?",
         )
-    if step >= m:
-        return f"step {step} is past max_steps = {m} and yours is {float(got):.4g}: what happens after the decay?"
-    top = _off(fn, w, lr, kw)
-    if top is not None:
-        return f"at step {w}, where the decay starts, yours is {top:.4g}: which rate must it start from?"
-    quarter = w + (m - w) // 4
-    line = low + (lr - low) * (1 - (quarter - w) / max(1, m - w))
-    if _off(fn, quarter, line, kw) is None:
+    if not np.isfinite(r).all():
+        s = int(np.flatnonzero(~np.isfinite(r))[0])
+        return f"step {s} gives {r[s]}", f"which operation at step {s} leaves the real numbers?"
+    tol = float32_atol(np.float64(lr), floor=1e-15) + 1e-6 * lr  # a schedule in float32 is right
+    for fault in (
+        _warmup_fault(r, lr, warmup_steps, tol),
+        _decay_fault(r, lr, min_lr, warmup_steps, max_steps, tol),
+        _after_fault(r, min_lr, max_steps, tol),
+    ):
+        if fault[0]:
+            return fault
+    return "", ""
+
+
+def _warmup_fault(r, lr, w, tol) -> tuple[str, str]:
+    if w < 1:
+        return "", ""
+    if r[0] <= tol:
         return (
-            f"a quarter into the decay (step {quarter}) yours is the straight line's value: what "
-            "shape does the decay between lr and min_lr take?"
+            f"step 0, the first update, gets rate {r[0]:.4g}",
+            "what does an update at that rate change, and what should the warmup's first step give?",
         )
-    for last in (m, m - 1) if m - 1 > w else (m,):
-        end = _off(fn, last, lr_at(last, **kw), kw)
-        if end is not None:
-            a, b = apart(end, lr_at(last, **kw))
+    if abs(r[w - 1] - lr) > tol:
+        a, b = apart(r[w - 1], lr)
+        span = f"steps 0 to {w - 1}" if w > 1 else "step 0 alone"
+        return (
+            f"at step {w - 1}, the warmup's last, yours is {a} where the warmup ends at lr = {b}",
+            f"at which step does your ramp reach lr, when the warmup is {span}?",
+        )
+    d = np.diff(r[:w])
+    if len(d) and (d.min() <= 0 or d.max() - d.min() > 1e-4 * d.mean() + 2 * tol):
+        i, j = int(np.argmin(d)), int(np.argmax(d))
+        a, b = apart(d[i], d[j])
+        return (
+            f"the warmup does not rise in equal steps: step {i} to {i + 1} adds {a}, step {j} to {j + 1} adds {b}",
+            "what shape is a ramp whose steps are all equal?",
+        )
+    return "", ""
+
+
+def _decay_fault(r, lr, min_lr, w, m, tol) -> tuple[str, str]:
+    if abs(r[w] - lr) > tol:
+        a, b = apart(r[w], lr)
+        return (
+            f"at step {w}, where the decay starts, yours is {a}, not lr = {b}",
+            "which rate must the decay start from?",
+        )
+    if abs(r[m] - min_lr) > tol:
+        a, b = apart(r[m], min_lr)
+        return (
+            f"at step {m} (max_steps), where the decay ends, yours is {a}, not min_lr = {b}",
+            "where must the decay land, and at which step?",
+        )
+    decay, drop = r[w : m + 1], lr - min_lr
+    rises = np.diff(decay)
+    if rises.max() > 2 * tol:
+        s = w + int(np.argmax(rises))
+        return (
+            f"the decay rises from step {s} to {s + 1}",
+            "what happens to the rate over the decay, and does your curve ever turn back up?",
+        )
+    part, share = GENTLE
+    k = max(1, math.floor((m - w) * part))
+    for where, covered, a, b in (("first", lr - r[w + k], w, w + k), ("last", r[m - k] - min_lr, m - k, m)):
+        if covered > share * drop + 2 * tol:
             return (
-                f"at step {last}, the decay's {'end' if last == m else 'last step'}, yours is {a} where the "
-                f"schedule is at {b}: where must the decay land (which argument names it), and over how many steps does it run?"
+                f"the {where} twentieth of the decay (steps {a} to {b}) covers {covered / drop:.1%} of the drop, "
+                f"more than a fiftieth",
+                f"how does a curve {'leave its start' if where == 'first' else 'arrive at its end'} with no slope at all?",
             )
-    return ""
+    steps, average = -rises, drop / max(1, m - w)
+    if steps.max() > STEEPEST * average + 2 * tol:
+        s = w + int(np.argmax(steps))
+        return (
+            f"step {s} to {s + 1} drops {steps.max() / average:.2f} times the average step",
+            "where does your decay spend its drop, and how would it spread it over the whole phase?",
+        )
+    return "", ""
+
+
+def _after_fault(r, min_lr, m, tol) -> tuple[str, str]:
+    after = np.flatnonzero(np.abs(r[m + 1 :] - min_lr) > tol)
+    if not len(after):
+        return "", ""
+    s = m + 1 + int(after[0])
+    a, b = apart(r[s], min_lr)
+    return (
+        f"step {s}, after max_steps = {m}, gives {a}, not min_lr = {b}",
+        "what should the rate do once the decay is over?",
+    )
 
 
 def check_lr_schedule(fn, *, quiet: bool = False):
-    """Grade ``fn(step, *, lr, min_lr, warmup_steps, max_steps) -> learning rate`` against
-    :func:`lmcore.train.lr_at` (which ``fn`` must not call)."""
+    """Grade ``fn(step, *, lr, min_lr, warmup_steps, max_steps) -> learning rate`` against the
+    exercise's goals (:func:`schedule_fault`), read over the whole schedule of each setting;
+    ``fn`` must not call :func:`lmcore.train.lr_at`."""
     return check(
         "learning-rate schedule",
-        fn,
-        lr_at,
+        _rates(fn),
+        None,
         lr_schedule_cases(),
+        judge=schedule_fault,
         hint=(
-            "look at the first step of each phase: which step reaches lr, where the cosine starts, "
-            "and what happens after max_steps.",
-            "warmup: lr * (step + 1) / warmup_steps for step < warmup_steps; then "
-            "progress = (step - warmup_steps) / max(1, max_steps - warmup_steps) and "
-            "min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2; min_lr from max_steps on.",
+            "which goal does the line name, and which part of your schedule is responsible for it?",
+            "one schedule that meets every goal: warmup lr * (step + 1) / warmup_steps for step < "
+            "warmup_steps; then half a cosine, min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2 with "
+            "t = (step - warmup_steps) / (max_steps - warmup_steps); min_lr from max_steps on.",
         ),
-        atol=_lr_atol,
-        rtol=1e-6,
         forbid=_FORBID,
-        explain=_explain_schedule,
         quiet=quiet,
     )

@@ -26,7 +26,7 @@ from ..autograding import when_grading
 from ..checks import FAIL, PASS, TODO, CheckResult, hint_for, run_learner
 from ..checks import say_line as _line
 from ..checks.guard import captured_warnings, recorded_calls
-from .lr_sweep import _first_finished, _tick
+from . import lr_sweep as _sweeps  # its LEDGER, read at each use (a reloaded module's own)
 
 __all__ = ["RATES", "CRAWL_NATS", "lock_prediction", "sweep_outcome", "check_lr_prediction"]
 
@@ -84,7 +84,7 @@ def lock_prediction(fn: Callable[[], dict]) -> None:
         raise TypeError(f"fn must be the prediction function; got {type(fn).__name__}.")
     name = getattr(fn, "__name__", "prediction")
     run = run_learner(fn, forbidden=dict(_FORBID))  # the learner's error is reported at the check
-    _LOCKED_AT[name] = _tick()  # a sweep that began before this cannot judge it
+    _LOCKED_AT[name] = _sweeps.LEDGER.stamp()  # a sweep that began before this cannot judge it
     if run.todo:
         _LOCKED[name] = ("todo", None)
         print(f"{TODO} {_NAME}: no prediction recorded; the sweep runs anyway.")
@@ -206,7 +206,7 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
     kind, payload = _LOCKED[name]
     if kind == "todo":
         return _line(f"{TODO} {_NAME}: write your prediction, then re-run from its cell down.", quiet, False)
-    seen = _first_finished()
+    seen = _sweeps.LEDGER.first_finished()
     if seen is not None and _LOCKED_AT.get(name, 0) > seen:
         return _line(
             f"{FAIL} {_NAME}: your prediction was recorded after a sweep's results were printed in "

@@ -23,25 +23,33 @@ from ..style import COLORS, new_figure
 from ..toys import fit, toy_gpt
 from .run import eval_windows
 
-__all__ = ["lr_sweep", "plot_lr_sweep"]
+__all__ = ["lr_sweep", "plot_lr_sweep", "Ledger", "LEDGER"]
 
 _BLOCK, _BATCH, _WIDTH = 32, 8, 32
-_LAST = [0]  # the last stamp given: stamps strictly increase, even where the clock repeats a value
-_FINISHED: list[int] = []  # when each sweep of this kernel finished (its results then printed)
 
 
-def _tick() -> int:
-    """A stamp shared with ``lr_prediction`` (sweeps begun and finished, predictions recorded):
-    what happened first has the smaller stamp. It is the monotonic clock in nanoseconds, raised
-    by 1 where it would repeat, so a reloaded module still stamps later than an earlier event."""
-    _LAST[0] = max(time.monotonic_ns(), _LAST[0] + 1)
-    return _LAST[0]
+class Ledger:
+    """When things happened in this kernel, for judging a prediction against a sweep: the stamp
+    of each sweep's start and finish (given by :func:`lr_sweep`) and of each prediction recorded
+    (``lr_prediction``). Stamps are the monotonic clock in nanoseconds, raised by 1 where it would
+    repeat, so what happened first has the smaller stamp, even across a reloaded module."""
+
+    _last = 0  # on the class: a reloaded module's new ledger still stamps later than the old one
+
+    def __init__(self) -> None:
+        self.finished: list[int] = []  # when each sweep of this kernel finished (its results then printed)
+
+    def stamp(self) -> int:
+        Ledger._last = max(time.monotonic_ns(), Ledger._last + 1)
+        return Ledger._last
+
+    def first_finished(self) -> int | None:
+        """When the first sweep of this kernel finished: a prediction recorded after it was made
+        with a sweep's results in view, whatever sweep it is then judged against."""
+        return self.finished[0] if self.finished else None
 
 
-def _first_finished() -> int | None:
-    """When the first sweep of this kernel finished: a prediction recorded after it was made
-    with a sweep's results in view, whatever sweep it is then judged against."""
-    return _FINISHED[0] if _FINISHED else None
+LEDGER = Ledger()
 
 
 def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n_val: int = 64) -> dict:
@@ -58,7 +66,7 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
     require_int_scalar("steps", steps, min=1)
     require_int_scalar("seed", seed, min=0)
     require_int_scalar("n_val", n_val, min=1)
-    started = _tick()
+    started = LEDGER.stamp()
     V = corpus.vocab_size
     val = eval_windows(corpus, n_val, _BLOCK)
     curves, scores = {}, {}
@@ -71,7 +79,7 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
             model.eval()
             loss = float(causal_lm_loss(model(val), val))
         scores[lr] = loss if math.isfinite(loss) and all(map(math.isfinite, curves[lr])) else math.inf
-    _FINISHED.append(_tick())
+    LEDGER.finished.append(LEDGER.stamp())
     return {"lrs": lrs, "curves": curves, "val": scores, "ln_v": math.log(V), "started": started}
 
 
