@@ -1038,6 +1038,15 @@ def _floor_mean_of_ratios(h):
     return tot
 
 
+def _floor_two_digits_at_most(h):  # 1 + (x >= 10) digits: right up to 99, short by one from 100 on
+    two = lambda x: 1 + (x >= 10)  # noqa: E731
+    nats = math.log(h + 1) + sum(math.log(a + 1) for a in range(h + 1)) / (h + 1)
+    targets = sum(
+        (two(a) + two(b) + two(a - b) + 5) / ((h + 1) * (a + 1)) for a in range(h + 1) for b in range(a + 1)
+    )
+    return nats / targets
+
+
 def _floor_pairs_equally_likely(h):
     pairs = [(a, b) for a in range(h + 1) for b in range(a + 1)]
     return math.log(len(pairs)) / (
@@ -1063,7 +1072,9 @@ ANSWERS["my_floor"] = Answers(
         "no_EOS_target": lambda h: _floor_enumerate(h) * _mean_targets(h) / (_mean_targets(h) - 1),
         "bits": lambda h: _floor_enumerate(h) / math.log(2),
         "the_plus_corpus": lambda h: chat_arithmetic_entropy(high=h),
+        "two_digits_at_most": _floor_two_digits_at_most,
     },
+    first_hints={"two_digits_at_most": "once an operand reaches 100"},
     refused={
         "course_subtraction_floor": (
             lambda h: FX.subtraction_floor(h),

@@ -248,6 +248,16 @@ def subtraction_floor(high: int = 9) -> float:
     return nats / targets
 
 
+def _explain_subtraction(fn, case, expected, got) -> str:
+    """The case at high = 120 comes last: a function that fails only there was right up to 99."""
+    if case.args[0] >= 100:
+        return (
+            f"yours is right on every case up to high = 99 and off at high = {case.args[0]}: what "
+            "changes in a turn once an operand reaches 100?"
+        )
+    return ""
+
+
 def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(high) -> nats per target`` against :func:`subtraction_floor`."""
     hint = (
@@ -257,7 +267,7 @@ def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
         "its expectation by the expected targets per turn (the digits of a, b and c, plus 5), "
         "not by a fixed count and not turn by turn.",
     )
-    cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 25, 99)]
+    cases = [Case((h,), label=f"high = {h}") for h in (9, 0, 1, 4, 12, 25, 99, 120)]  # 120: three digits
     return check(
         "loss floor of the subtraction generator",
         fn,
@@ -269,6 +279,7 @@ def check_subtraction_floor(fn, *, quiet: bool = False) -> bool:
         rtol=1e-4,
         hint=hint,
         quiet=quiet,
+        explain=_explain_subtraction,
         forbid=_FORBID
         | {
             "lmcore.course.floor.exercises.subtraction_floor": "write it yourself",
