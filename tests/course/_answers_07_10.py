@@ -665,6 +665,14 @@ def _top_p_every_tie_at_the_edge(probs, p):  # a threshold: keeps every token ti
     return out / out.sum()
 
 
+def _top_p_mass_before_at_most_p(probs, p):  # <= p: keeps the next token when the mass before it is p
+    s, i = torch.sort(probs, descending=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[i] = torch.cumsum(s, 0) - s <= p
+    out = torch.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
 ANSWERS["top_p_filter"] = Answers(
     check=TL.check_top_p,
     right={
@@ -682,6 +690,7 @@ ANSWERS["top_p_filter"] = Answers(
         "cumulative_in_vocabulary_order": _top_p_unsorted,
         "returned_in_sorted_order": _top_p_sorted_order_returned,
         "every_tie_at_the_edge_kept": _top_p_every_tie_at_the_edge,
+        "mass_before_at_most_p": _top_p_mass_before_at_most_p,
     },
     first_hints={  # TL._explain_top_p: the property the mistake broke, as a question
         "excludes_the_crossing_token": "takes the sum across p",
@@ -690,6 +699,7 @@ ANSWERS["top_p_filter"] = Answers(
         "cumulative_in_vocabulary_order": "less likely than one you dropped",
         "returned_in_sorted_order": "sorted by size",
         "every_tie_at_the_edge_kept": "the smallest set that reaches p",
+        "mass_before_at_most_p": "the smallest set that reaches p",
     },
     refused={
         "lmcore_filter_logits": (

@@ -207,6 +207,8 @@ def _top_p_cases(seed: int = 8) -> list[Case]:
         Case((t(0.25, 0.25, 0.25, 0.25), 1.0), label="uniform, p = 1.0 (keep all)"),
     ]
     cases.append(Case((t(0.4, 0.3, 0.3), 0.5), label="probs [0.4, 0.3, 0.3], p = 0.5 (a tie at the edge)"))
+    exact = "probs [0.5, 0.375, 0.125], p = 0.5 (the top token alone reaches p exactly)"
+    cases.append(Case((t(0.5, 0.375, 0.125), 0.5), label=exact))  # binary fractions: every sum exact
     g = torch.Generator().manual_seed(seed)
     for V in (5, 12, 50, 103):
         for p in (0.3, 0.9):

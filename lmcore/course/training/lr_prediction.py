@@ -205,7 +205,12 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
         )
     kind, payload = _LOCKED[name]
     if kind == "todo":
-        return _line(f"{TODO} {_NAME}: write your prediction, then re-run from its cell down.", quiet, False)
+        return _line(
+            f"{TODO} {_NAME}: write your prediction, then restart the kernel and run from the top (a "
+            "prediction recorded after a sweep's results were printed in this kernel is not judged).",
+            quiet,
+            False,
+        )
     seen = _sweeps.LEDGER.first_finished()
     if seen is not None and _LOCKED_AT.get(name, 0) > seen:
         return _line(
@@ -237,8 +242,8 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
     if now != pred:
         return _line(
             f"{FAIL} {_NAME}: your function now returns another prediction than the one recorded "
-            "before the sweep; the run judges what was said before it: to change it, re-run from "
-            "your prediction's cell down.",
+            "before the sweep; the run judges what was said before it: to change it, restart the "
+            "kernel and run from the top.",
             quiet,
             False,
         )
