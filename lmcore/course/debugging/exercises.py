@@ -408,9 +408,11 @@ def _weighed_wrongly(mask, want, have) -> str:
             "what value should all-zero logits (a uniform guess) give a per-token loss?"
         )
     if ratio < 1 and abs(1 / w - float(mask.sum())) < 1e-3:
+        every = int(mask.sum()) == mask.numel()  # no padding in this batch: positions = real tokens
+        counted = "positions (every one a real token here)" if every else "real tokens"
         return (
-            f"each target weighs 1/{int(mask.sum())}, one over the batch's real tokens: how many of "
-            "those tokens are targets?"
+            f"each target weighs 1/{int(mask.sum())}, one over the batch's {counted}: how many of "
+            "those are targets?"
         )
     if abs(ratio - 1) > 1e-3:
         return (
