@@ -412,7 +412,7 @@ def _weighed_wrongly(mask, want, have) -> str:
         counted = "positions (every one a real token here)" if every else "real tokens"
         return (
             f"each target weighs 1/{int(mask.sum())}, one over the batch's {counted}: how many of "
-            "those are targets?"
+            "those tokens are targets?"
         )
     if abs(ratio - 1) > 1e-3:
         return (
