@@ -412,6 +412,10 @@ def _lr_quarter_cosine(step, **kw):  # flat at the start, steep at the end
     return _lr_shaped(lambda t: math.cos(math.pi * t / 2))(step, **kw)
 
 
+def _lr_hold_line_hold(step, **kw):  # flat ends by the letter, corners at both joins
+    return _lr_shaped(lambda t: 1.0 if t <= 0.05 else 0.0 if t >= 0.95 else 1 - (t - 0.05) / 0.9)(step, **kw)
+
+
 def _lr_cut_halfway(step, **kw):  # lr, then min_lr from halfway: flat at both ends, all the drop in one step
     return _lr_shaped(lambda t: 1.0 if t < 0.5 else 0.0)(step, **kw)
 
@@ -445,6 +449,7 @@ ANSWERS["my_lr_at"] = Answers(
         "linear_decay": _lr_linear_decay,
         "quarter_cosine": _lr_quarter_cosine,
         "cut_to_min_lr_halfway": _lr_cut_halfway,
+        "hold_line_hold": _lr_hold_line_hold,
     },
     first_hints={
         "warmup_from_zero": "an update at that rate",
@@ -454,6 +459,7 @@ ANSWERS["my_lr_at"] = Answers(
         "linear_decay": "leave its start",
         "quarter_cosine": "arrive at its end",
         "cut_to_min_lr_halfway": "over the whole phase",
+        "hold_line_hold": "which curve turns gradually",
     },
     refused={
         "lmcore_lr_at": (lambda step, **kw: lr_at(step, **kw), "called lmcore.train.optim.lr_at"),

@@ -90,6 +90,16 @@ WRONG = {
     "a quarter cosine": (_shaped(lambda t: math.cos(math.pi * t / 2)), "last twentieth"),
     "a full period": (_shaped(lambda t: (1 + math.cos(2 * math.pi * t)) / 2), "rises"),
     "lr, then min_lr from halfway": (_shaped(lambda t: 1.0 if t < 0.5 else 0.0), "times the average step"),
+    "hold, straight line, hold": (
+        _shaped(lambda t: 1.0 if t <= 0.05 else 0.0 if t >= 0.95 else 1 - (t - 0.05) / 0.9),
+        "a corner",
+    ),
+    "a cosine to 0, clipped at min_lr": (
+        lambda s, *, lr, min_lr, warmup_steps, max_steps: max(
+            min_lr, _solution(s, lr=lr, min_lr=0.0, warmup_steps=warmup_steps, max_steps=max_steps)
+        ),
+        "a corner",
+    ),
     "the cosine counts from step 0": (
         lambda s, *, lr, min_lr, warmup_steps, max_steps: (
             _solution(s, lr=lr, min_lr=min_lr, warmup_steps=warmup_steps, max_steps=max_steps)
@@ -151,10 +161,13 @@ def _goals_by_loop(lr, min_lr, w, m, rates):
         return False
     if any(rates[s] - rates[s + 1] > 2 * (lr - min_lr) / (m - w) + tol for s in range(w, m)):
         return False
+    drops = [rates[s] - rates[s + 1] for s in range(w, m)]
+    if any(abs(b - a) > 8 * (lr - min_lr) / (m - w) ** 2 + tol for a, b in zip(drops, drops[1:])):
+        return False
     return all(abs(rates[s] - min_lr) <= tol for s in range(m + 1, len(rates)))
 
 
-@pytest.mark.parametrize("shape_power", [0.5, 1.0, 1.5, 2.0, 3.0])
+@pytest.mark.parametrize("shape_power", [0.5, 1.0, 1.5, 2.0, 3.0, 0.8, 1.2])
 @pytest.mark.parametrize("case", X.lr_schedule_cases(), ids=lambda c: c.label)
 def test_the_judge_agrees_with_a_loop_over_the_goals(case, shape_power):
     """A family of curves (cosine raised to a power: some gentle at both ends, some not) graded by

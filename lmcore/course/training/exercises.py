@@ -18,12 +18,13 @@ import numpy as np
 
 from ..checks import Case, apart, check, float32_atol
 
-__all__ = ["lr_schedule_cases", "schedule_fault", "check_lr_schedule", "GENTLE", "STEEPEST"]
+__all__ = ["lr_schedule_cases", "schedule_fault", "check_lr_schedule", "GENTLE", "STEEPEST", "CORNER"]
 
 _FORBID = {"lmcore.train.optim.lr_at": "write the schedule yourself (this is lmcore's own)"}
 
 GENTLE = (1 / 20, 1 / 50)  # the first and last twentieth of the decay each cover under a fiftieth of it
 STEEPEST = 2.0  # no step of the decay drops more than twice the average step
+CORNER = 8.0  # from one step to the next, the drop changes by at most 8 (lr - min_lr) / n^2: no corner
 
 
 def lr_schedule_cases() -> list[Case]:
@@ -77,7 +78,9 @@ def schedule_fault(lr, min_lr, warmup_steps, max_steps, rates) -> tuple[str, str
       step ``warmup_steps - 1``;
     - decay (``warmup_steps`` to ``max_steps``): ``lr`` at its start and ``min_lr`` at its end, never
       rising; gentle at both ends (its first and its last twentieth each cover less than a fiftieth
-      of the drop); no step dropping more than twice the average step;
+      of the drop); no step dropping more than twice the average step; no corner (from one step
+      to the next the drop changes by at most :data:`CORNER` (lr - min_lr) / (max_steps -
+      warmup_steps)^2);
     - after ``max_steps``: ``min_lr``.
     """
     r = _as_floats(rates)
@@ -162,6 +165,14 @@ def _decay_fault(r, lr, min_lr, w, m, tol) -> tuple[str, str]:
         return (
             f"step {s} to {s + 1} drops {steps.max() / average:.2f} times the average step",
             "where does your decay spend its drop, and how would it spread it over the whole phase?",
+        )
+    turns, unit = np.abs(np.diff(steps)), drop / max(1, m - w) ** 2
+    if len(turns) and turns.max() > CORNER * unit + 4 * tol:
+        s = w + 1 + int(np.argmax(turns))
+        return (
+            f"at step {s} the drop per step changes by {turns.max() / unit:.1f} (lr - min_lr) / (max_steps - "
+            f"warmup_steps)^2 from the step before, more than {CORNER:g}: a corner",
+            "where does your curve change direction all at once, and which curve turns gradually?",
         )
     return "", ""
 

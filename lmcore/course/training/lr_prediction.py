@@ -126,7 +126,12 @@ def _seeds_say(sweeps, what: str, r: float) -> str:
     parts = []
     for seed, s in sweeps.items():
         if what == "crawls":
-            parts.append(f"seed {seed}: {s['ln_v'] - s['val'][r]:.2f} nats below ln V")
+            gap = s["ln_v"] - s["val"][r]
+            parts.append(
+                f"seed {seed}: held-out {gap:.2f} nats below ln V"
+                if gap >= 0
+                else f"seed {seed}: held-out {-gap:.2f} nats above ln V"
+            )
         else:
             parts.append(f"seed {seed}: last training loss {s['curves'][r][-1]:.2f}, ln V {s['ln_v']:.2f}")
     return "; ".join(parts)
