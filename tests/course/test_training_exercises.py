@@ -181,3 +181,20 @@ def test_the_judge_agrees_with_a_loop_over_the_goals(case, shape_power):
     fn = _shaped(shape)
     rates = [fn(s, lr=lr, min_lr=low, warmup_steps=w, max_steps=m) for s in range(2 * m + 20)]
     assert (X.schedule_fault(*case.args, rates)[0] == "") == _goals_by_loop(lr, low, w, m, rates)
+
+
+@pytest.mark.parametrize(
+    "args, exc, name",
+    [
+        (("1", 0.1, 10, 110), TypeError, "lr"),
+        ((0.0, 0.0, 10, 110), ValueError, "lr"),
+        ((1.0, 1.0, 10, 110), ValueError, "min_lr"),
+        ((1.0, -0.1, 10, 110), ValueError, "min_lr"),
+        ((1.0, 0.1, 1.5, 110), TypeError, "warmup_steps"),
+        ((1.0, 0.1, 10, 10), ValueError, "max_steps"),
+        ((1.0, 0.1, -1, 110), ValueError, "warmup_steps"),
+    ],
+)
+def test_schedule_fault_refuses_bad_settings_by_name(args, exc, name):
+    with pytest.raises(exc, match=name):
+        X.schedule_fault(*args, [0.5] * 300)

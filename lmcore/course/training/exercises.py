@@ -5,8 +5,8 @@ the whole schedule it gives for a few settings and judges it against the goals t
 states (:func:`schedule_fault`), so every schedule that meets them passes: lmcore's cosine, a
 smoothstep, a cosine that reaches ``min_lr`` a step early. The plausible wrong ones fail on the
 goal they miss: a warmup from 0, a straight-line decay, a quarter cosine, a cosine that climbs
-back after ``max_steps``, a decay to 0, a cut to ``min_lr`` in one step. Calling ``lr_at`` is
-rejected.
+back after ``max_steps``, a decay to 0, a cut to ``min_lr`` in one step, a hold-line-hold with
+corners. Calling ``lr_at`` is rejected.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..._validate import require_int_scalar, require_real
 from ..checks import Case, apart, check, float32_atol
 
 __all__ = ["lr_schedule_cases", "schedule_fault", "check_lr_schedule", "GENTLE", "STEEPEST", "CORNER"]
@@ -83,6 +84,12 @@ def schedule_fault(lr, min_lr, warmup_steps, max_steps, rates) -> tuple[str, str
       warmup_steps)^2);
     - after ``max_steps``: ``min_lr``.
     """
+    lr = require_real("lr", lr, min=0.0, min_inclusive=False)
+    min_lr = require_real("min_lr", min_lr, min=0.0, hint="(at least 0, below lr)")
+    if min_lr >= lr:
+        raise ValueError(f"min_lr must be below lr = {lr}; got {min_lr}.")
+    warmup_steps = require_int_scalar("warmup_steps", warmup_steps, min=0)
+    max_steps = require_int_scalar("max_steps", max_steps, min=warmup_steps + 1, hint="(after warmup_steps)")
     r = _as_floats(rates)
     if r is None or r.ndim != 1 or len(r) <= max_steps:
         return (
