@@ -26,7 +26,7 @@ import torch
 from ...data.tokenizers import ChatTokenizer
 from ..checks import Case, check
 from ..checks.guard import available
-from .decoding import allow_only
+from .decoding import DIGITS, allow_only
 from .lesson import _conditional_entropy, _operand_range, entropy
 
 __all__ = [
@@ -297,7 +297,7 @@ def _chance_cases() -> list[Case]:
     logits lie so far apart that the free model's probabilities of the allowed tokens are 0 in
     float64 (only a computation over the allowed logits stays finite there)."""
     g = torch.Generator().manual_seed(0)
-    digits = [9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+    digits = list(DIGITS)  # the grammar's own ids (decoding.DIGITS), not a copy
     specs = [
         ((19,), digits, 13, "19 logits, the ten digits allowed, token 13"),
         ((19,), [8], 8, "19 logits, only '.' (token 8) allowed, token 8"),
