@@ -741,6 +741,22 @@ def _whole_no_eos(documents, block_size):  # the documents packed whole, no EOS 
     return torch.tensor(ids).view(-1, block_size), torch.tensor(doc_ids).view(-1, block_size)
 
 
+def _whole_first_fit(documents, block_size):  # each document into the first row with room for it
+    rows, docs = [], []
+    for k, tokens in enumerate(documents):
+        piece = [*tokens, EOS]
+        row = next((r for r in range(len(rows)) if len(rows[r]) + len(piece) <= block_size), None)
+        if row is None:
+            rows.append([])
+            docs.append([])
+            row = -1
+        rows[row] += piece
+        docs[row] += [k] * len(piece)
+    rows = [r + [PAD] * (block_size - len(r)) for r in rows]
+    docs = [d + [-1] * (block_size - len(d)) for d in docs]
+    return torch.tensor(rows), torch.tensor(docs)
+
+
 def _whole_one_per_row(documents, block_size):
     ids = [list(t) + [EOS] + [PAD] * (block_size - len(t) - 1) for t in documents]
     doc = [[k] * (len(t) + 1) + [-1] * (block_size - len(t) - 1) for k, t in enumerate(documents)]
@@ -774,6 +790,7 @@ ANSWERS["my_pack_whole"] = Answers(
         "document_ids_from_1": _whole_variant(first_id=1),
         "padding_document_id_0": _whole_variant(pad_doc=0),
         "one_document_per_row": _whole_one_per_row,
+        "first_fit": _whole_first_fit,
         "last_row_dropped": _whole_last_row_dropped,
         "left_padded": _whole_left_padded,
         "no_eos": _whole_no_eos,
@@ -783,6 +800,7 @@ ANSWERS["my_pack_whole"] = Answers(
         "fit_without_eos": "no document is cut",
         "exact_fit_padded": "leaves places empty",
         "one_document_per_row": "leaves places empty",
+        "first_fit": "in which order must the documents come",
         "eos_document_id_minus_one": "which document does an EOS belong to",
         "document_ids_from_1": "which id does the exercise give each document",
         "padding_document_id_0": "which document id marks padding",

@@ -493,6 +493,11 @@ def test_free_takes_the_reference_values_only_where_the_learner_may_choose(capsy
     assert not check("labels", differs_at_0, reference, cases)
     capsys.readouterr()
     assert check("labels", differs_at_0, reference, cases, free=first_label_free)
+    # the pass line does not claim the free positions match: they may not
+    assert (
+        "matches the reference on all 1 cases, at every position the exercise fixes."
+        in capsys.readouterr().out
+    )
     assert torch.equal(calls[-1], cases[0].args[0])  # the reference saw the case as it is
 
     def differs_at_2(x):

@@ -348,7 +348,8 @@ def check(
         if said and not warned:
             warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
     met = "meets the goal" if judge else "matches the reference"
-    return say_line(f"{PASS} {name}: {met} on all {len(cases)} cases.{warned}", quiet, True)
+    fixed = ", at every position the exercise fixes" if free is not None and not judge else ""
+    return say_line(f"{PASS} {name}: {met} on all {len(cases)} cases{fixed}.{warned}", quiet, True)
 
 
 def _kind(t: torch.Tensor) -> str:

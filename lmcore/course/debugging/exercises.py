@@ -145,8 +145,8 @@ def mystery_report(letter: str, seed: int = 0):
 
 
 _HINTS = {  # one question per mystery: a failure asks one of them, in turn (see check_mystery)
-    "P": "its one failing row, padding_unscored, has two causes; on which side of the shift (input "
-    "tokens or targets) does its code set -100?",
+    "P": "its one failing row, padding_unscored, has two causes; take a row of three real tokens and "
+    "one PAD, and go through the code: which of its targets end up -100?",
     "Q": "zero_logits fails; in a row of n real tokens, how many targets are there, and what does "
     "attention_mask.sum() count?",
     "R": "no row fails; line by line, which targets does keep select, and is the result a mean over "

@@ -195,6 +195,14 @@ def _order_fault(documents, have, *, eos: int, decode) -> tuple[str, str]:
     """``have``, the (token, id) pairs read row by row without padding, is not document 0, EOS,
     document 1, EOS, ... with each document's index as id."""
     want = [(tok, k) for k, d in enumerate(documents) for tok in [*d, eos]]
+    ids = [h for _, h in have]
+    for before, after in zip(ids, ids[1:]):
+        if 0 <= after < before < len(documents):  # a later row went back to fill an earlier gap
+            return (
+                f"read row by row with the padding skipped, your rows hold document {before} "
+                f"before document {after}",
+                "read one row after another, in which order must the documents come?",
+            )
     for p, (w, h) in enumerate(zip(want, have)):
         if w == h:
             continue
