@@ -383,12 +383,13 @@ def _lr_decay_over_one_step_less(step, *, lr, min_lr, warmup_steps, max_steps): 
     return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def _lr_shaped(shape):
-    """Warmup lr * (step + 1) / warmup_steps, then min_lr + (lr - min_lr) * shape(t), min_lr after."""
+def _lr_shaped(shape, warm=None):
+    """Warmup ``warm(step, lr, warmup_steps)`` (lr * (step + 1) / warmup_steps, lmcore's, by
+    default), then min_lr + (lr - min_lr) * shape(t) over the decay, min_lr after."""
 
     def schedule(step, *, lr, min_lr, warmup_steps, max_steps):
         if step < warmup_steps:
-            return lr * (step + 1) / warmup_steps
+            return warm(step, lr, warmup_steps) if warm else lr * (step + 1) / warmup_steps
         if step >= max_steps:
             return min_lr
         return min_lr + (lr - min_lr) * shape((step - warmup_steps) / max(1, max_steps - warmup_steps))

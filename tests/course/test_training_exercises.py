@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from _answers_07_10 import _lr_float32 as _solution_float32  # the matrix's float32 schedule
+from _answers_07_10 import _lr_shaped as _shaped  # warmup, then a decay of the given shape
 
 import lmcore.train
 from lmcore.course.training import exercises as X
@@ -22,20 +23,6 @@ def _solution(step, *, lr, min_lr, warmup_steps, max_steps):
         return min_lr
     progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
     return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
-
-
-def _shaped(shape, warm=None):
-    """Warmup ``warm(step, lr, warmup_steps)`` (lmcore's by default), then min_lr + (lr - min_lr) *
-    shape(t) over the decay, min_lr after."""
-
-    def schedule(step, *, lr, min_lr, warmup_steps, max_steps):
-        if step < warmup_steps:
-            return warm(step, lr, warmup_steps) if warm else lr * (step + 1) / warmup_steps
-        if step >= max_steps:
-            return min_lr
-        return min_lr + (lr - min_lr) * shape((step - warmup_steps) / max(1, max_steps - warmup_steps))
-
-    return schedule
 
 
 RIGHT = {

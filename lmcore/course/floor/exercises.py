@@ -72,20 +72,16 @@ def _near(a: float, b: float) -> bool:
     return bool(np.isfinite(a) and np.isfinite(b) and abs(a - b) <= 1e-6 + 1e-5 * abs(b))
 
 
-def _pair_counts(contexts, tokens):
-    """n, the count of each (context, token) pair, and for each pair its context's count."""
-    pairs = np.stack([np.asarray(contexts).astype(np.int64), np.asarray(tokens).astype(np.int64)], axis=1)
-    uniq, joint = np.unique(pairs, axis=0, return_counts=True)
-    _, ctx_of_pair, ctx_counts = np.unique(uniq[:, 0], return_inverse=True, return_counts=True)
-    per_ctx = np.bincount(ctx_of_pair, weights=joint)  # n_c, in the order of ctx_counts
-    return int(joint.sum()), joint, per_ctx[ctx_of_pair], ctx_of_pair, per_ctx, ctx_counts
+def _pair_counter(contexts, tokens) -> Counter:
+    """How often each (context, token) pair occurs; lists, arrays and tensors alike."""
+    as_ints = lambda xs: np.asarray(xs).astype(np.int64).tolist()  # noqa: E731
+    return Counter(zip(as_ints(contexts), as_ints(tokens)))
 
 
 def _sample_floor(contexts, tokens) -> float:
     """The reference: -1/n sum over pairs of ln(n(c, x) / n(c)), the conditional entropy of the
     next token given the context on the sample itself, in nats."""
-    as_ints = lambda xs: np.asarray(xs).astype(np.int64).tolist()  # noqa: E731 - lists, arrays, tensors
-    return _conditional_entropy(Counter(zip(as_ints(contexts), as_ints(tokens))))
+    return _conditional_entropy(_pair_counter(contexts, tokens))
 
 
 def _entropy_of_counts(counts) -> float:
@@ -95,32 +91,37 @@ def _entropy_of_counts(counts) -> float:
 
 def _wrong_floors(contexts, tokens) -> list[tuple[float, str]]:
     """The plausible wrong floors of a sample, each with the question its diagnosis asks."""
-    n, joint, _, ctx_of_pair, per_ctx, ctx_k = _pair_counts(contexts, tokens)
-    _, token_counts = np.unique(np.asarray(tokens), return_counts=True)
-    per_ctx_h = np.array([_entropy_of_counts(joint[ctx_of_pair == c]) for c in range(per_ctx.size)])
+    pairs = _pair_counter(contexts, tokens)
+    n = sum(pairs.values())
+    per_ctx: dict[int, list[int]] = {}  # each context's pair counts
+    token_counts: Counter = Counter()
+    for (c, x), k in pairs.items():
+        per_ctx.setdefault(c, []).append(k)
+        token_counts[x] += k
+    per_ctx_h = [_entropy_of_counts(ks) for ks in per_ctx.values()]
     return [
         (
-            _entropy_of_counts(token_counts),
+            _entropy_of_counts(list(token_counts.values())),
             "that is the lowest a model reaches when it gives every context the same q: it ignores "
             "the contexts. Can a model that reads them do better on this sample?",
         ),
         (
-            _entropy_of_counts(joint),
+            _entropy_of_counts(list(pairs.values())),
             "that treats each (context, token) pair as one outcome, as if the model had to predict the "
             "context too. Which of the two does the model predict, and which does it read?",
         ),
         (
-            float(per_ctx_h.mean()),
+            float(np.mean(per_ctx_h)),
             "each distinct context counts once in your mean: the mean loss averages over the n pairs, so "
             "a context that comes more often counts more often. How many of the n losses does each context give?",
         ),
         (
-            float((per_ctx / n * np.log(ctx_k)).sum()),
+            sum(sum(ks) / n * math.log(len(ks)) for ks in per_ctx.values()),
             "within each context that is the uniform model over the tokens seen after it: is there a "
             "q(. | c) whose mean loss on that context's pairs is lower?",
         ),
         (
-            n * _sample_floor(contexts, tokens),
+            n * _conditional_entropy(pairs),
             f"that is {n} times the expected, a total over the {n} pairs: the exercise asks for their mean.",
         ),
     ]

@@ -34,7 +34,8 @@ class Ledger:
     (``lr_prediction``). Stamps are the monotonic clock in nanoseconds, raised by 1 where it would
     repeat, so what happened first has the smaller stamp, even across a reloaded module."""
 
-    _last = 0  # on the class: a reloaded module's new ledger still stamps later than the old one
+    _last = 0  # the last stamp given: a tie on the clock becomes +1 (a reloaded module's new class starts at
+    # 0 again; its stamps still come later than the old ones because the monotonic clock does)
 
     def __init__(self) -> None:
         self.finished: list[int] = []  # when each sweep of this kernel finished (its results then printed)
