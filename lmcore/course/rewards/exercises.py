@@ -294,7 +294,6 @@ def _decode_cases() -> list[tuple]:
 
 
 @torch.no_grad()
-@torch.no_grad()
 def _decode_variant(model, token, cache, *, shift: int = 0, first_key_only: bool = False):
     """The logits of a decode step as two plausible mistakes make it, or None: the new token at
     position ``P + shift``, or its one query reading key 0 alone (what SDPA's ``is_causal=True``
@@ -302,7 +301,8 @@ def _decode_variant(model, token, cache, *, shift: int = 0, first_key_only: bool
     P = cache[0][0].shape[2]
     if not 0 <= P + shift < model.config.block_size:
         return None
-    logits, _ = _cached_pass(model, token[:, None], list(cache), shift=shift, first_key_only=first_key_only)
+    sees = torch.arange(P + 1, device=token.device) < (1 if first_key_only else P + 1)  # keys its query reads
+    logits, _ = _cached_pass(model, token[:, None], list(cache), start=P + shift, sees=sees[None])
     return logits[:, 0]
 
 

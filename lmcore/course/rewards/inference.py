@@ -52,16 +52,18 @@ def forward_cached(model: GPT, tokens: torch.Tensor, cache: list | None = None):
     return _cached_pass(model, tokens, cache)
 
 
-def _cached_pass(model: GPT, tokens, cache: list, *, shift: int = 0, first_key_only: bool = False):
-    """:func:`forward_cached`'s computation on checked arguments. ``shift`` and ``first_key_only``
-    make it as two plausible mistakes of notebook 10's exercise do (the new tokens numbered from
-    ``P + shift``; each query reading key 0 alone, as SDPA's ``is_causal=True`` does to one query
-    against ``P + 1`` keys, its causal mask aligned top-left), for the checker's diagnoses."""
+def _cached_pass(model: GPT, tokens, cache: list, *, start: int | None = None, sees=None):
+    """:func:`forward_cached`'s computation on checked arguments. The new tokens are numbered from
+    ``start`` (the cache's length by default) and query ``i`` reads key ``j`` where ``sees[i, j]``
+    (``(T, P + T)`` bool; by default key ``j <= P + i``): the checker of notebook 10's exercise
+    passes other values to reproduce two plausible mistakes."""
     N, T = tokens.shape
     P = cache[0][0].shape[2] if cache else 0
-    pos = torch.arange(P + shift, P + shift + T, device=tokens.device)
+    start = P if start is None else start
+    pos = torch.arange(start, start + T, device=tokens.device)
     x = model.wte(tokens) + model.wpe(pos)[None]  # (N, T, D)
-    sees = torch.ones(T, P + T, dtype=torch.bool, device=tokens.device).tril(P)  # key j <= P + i
+    if sees is None:
+        sees = torch.ones(T, P + T, dtype=torch.bool, device=tokens.device).tril(P)  # key j <= P + i
     new_cache = []
     for b, block in enumerate(model.blocks):
         attn, h = block.attn, block.ln_1(x)
@@ -70,10 +72,7 @@ def _cached_pass(model: GPT, tokens, cache: list, *, shift: int = 0, first_key_o
         if cache:
             k, v = torch.cat([cache[b][0], k], 2), torch.cat([cache[b][1], v], 2)
         new_cache.append((k, v))
-        if first_key_only:
-            y = F.scaled_dot_product_attention(q, k[:, :, :1], v[:, :, :1])
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=sees)  # (N, H, T, D/H)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=sees)  # (N, H, T, D/H)
         x = x + attn.c_proj(y.transpose(1, 2).reshape(N, T, D))
         x = x + block.mlp(block.ln_2(x))
     return model.lm_head(model.ln_f(x)), new_cache
