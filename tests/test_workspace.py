@@ -396,7 +396,12 @@ def test_the_learners_readme_leaves_out_the_results_that_answer_predicts():
     assert "0.5498" not in mine and "leaves them out" in mine
     sections = re.findall(r"^## (.+)$", readme, flags=re.M)
     assert re.findall(r"^## (.+)$", mine, flags=re.M) == sections
-    after = readme.index("\n## ", readme.index("\n## Results\n") + 1)
+    after = readme.index("\n## ", readme.index("\n## Figures\n") + 1)
     assert mine.endswith(readme[after:]) and mine.startswith(readme[: readme.index("\n## Results\n")])
+    # the figures (06's block-diagonal mask and reset positions, 09's floor) are left out too
+    assert "packing_block_diagonal.png" in readme and "packing_block_diagonal.png" not in mine
     assert ws.learner_readme("# x\n## A\na\n") == "# x\n## A\na\n"
     assert ws.learner_readme("# x\n## Results\nr\n") == "# x\n" + ws._RESULTS_LEFT_OUT
+    assert (
+        ws.learner_readme("# x\n## Figures\nf\n## B\nb\n") == "# x\n" + ws._LEFT_OUT["Figures"] + "## B\nb\n"
+    )

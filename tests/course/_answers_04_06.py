@@ -1073,8 +1073,10 @@ ANSWERS["my_position_ids"] = Answers(
         "count_same_id_before": _pos_count_same_before,
         "no_grad_groupby": _pos_no_grad_groupby,
         "padding_at_zero": _pos_padding_zero,  # padding is never scored nor read: any position
-        # int32 ids with padding at 999: the padding rule holds whatever the integer dtype
-        "int32_padding_999": lambda d: _pos_running_counter(d).to(torch.int32).masked_fill(d < 0, 999),
+        # int32 ids with padding at the last position the model has: any integer dtype will do
+        "int32_padding_at_l_minus_1": lambda d: (
+            _pos_running_counter(d).to(torch.int32).masked_fill(d < 0, d.shape[1] - 1)
+        ),
     },
     wrong={
         "no_restart": lambda d: torch.arange(d.shape[1]).expand_as(d).clone(),
@@ -1082,6 +1084,9 @@ ANSWERS["my_position_ids"] = Answers(
         "start_marked_late": _pos_start_marked_late,
         "attention_mask_cumsum": _pos_mask_cumsum,
         "counted_across_rows": _pos_counted_across_rows,
+        # outside the model's table of L positions: lmcore's GPT raises on either
+        "padding_at_minus_1": lambda d: _pos_running_counter(d).masked_fill(d < 0, -1),
+        "padding_at_999": lambda d: _pos_running_counter(d).masked_fill(d < 0, 999),
     },
     first_hints={
         "no_restart": "if document 1 started a row of its own",
@@ -1089,6 +1094,8 @@ ANSWERS["my_position_ids"] = Answers(
         "start_marked_late": "had a row of its own, which position would that token have",
         "attention_mask_cumsum": "if document 1 started a row of its own",
         "counted_across_rows": "cut from row",
+        "padding_at_minus_1": "which ids can it take?",
+        "padding_at_999": "which ids can it take?",
     },
     refused={
         "reference": (lambda d: _restart_positions(d), "write it yourself"),
@@ -1169,6 +1176,8 @@ ANSWERS["my_chat_labels"] = Answers(
         "prompt_scored_instead": lambda x, a=ASSISTANT, p=PAD: torch.where(
             _chat_variant()(x, a, p) == IGNORE_INDEX, x, IGNORE_INDEX
         ).masked_fill(x == p, IGNORE_INDEX),
+        # the notebook's constants instead of the arguments
+        "ids_hard_coded": lambda x, assistant_id=ASSISTANT, pad_id=PAD: _chat_argmax(x),
     },
     first_hints={
         "assistant_token_scored": "<assistant> marker",
@@ -1176,6 +1185,7 @@ ANSWERS["my_chat_labels"] = Answers(
         "padding_scored": "PAD",
         "eos_dropped": "learn to stop",
         "prompt_scored_instead": "is in the user's turn and your labels score it",
+        "ids_hard_coded": "does your function read its arguments",
     },
     refused={
         "reference": (lambda x: chat.chat_labels(x), "write the mask yourself"),
@@ -1286,10 +1296,12 @@ ANSWERS["my_multi_turn_labels"] = Answers(
         "shifted_here": lambda x, u=USER, a=ASSISTANT, p=PAD: torch.nn.functional.pad(
             _mt_python(x, u, a, p)[:, 1:], (0, 1), value=-100
         ),
+        "ids_hard_coded": lambda x, user_id=USER, assistant_id=ASSISTANT, pad_id=PAD: _mt_python(x),
     },
     first_hints={
         "one_turn_rule": "<user> marker",
         "shifted_here": "where does the next-token shift happen",
+        "ids_hard_coded": "does your function read its arguments",
         "zero_for_ignored": "which value does the loss skip",
         "shifted_to_l_minus_1": "Are you shifting here?",
         "float_labels": "which dtype",

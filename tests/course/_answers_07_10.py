@@ -247,6 +247,21 @@ def _loss_padding_masked_by_position(lg, ids, m):  # -100 where the INPUT is pad
     return F.cross_entropy(lg[:, :-1].transpose(1, 2), targets)  # the last real token -> PAD is scored
 
 
+def _loss_eos_masked(lg, ids, m):  # special tokens are not targets: EOS masked with the padding
+    labels = _completion_labels(ids, m).masked_fill(ids == DX.EOS, -100)
+    return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+def _loss_count_plus_one(lg, ids, m):  # one more than the targets in the denominator
+    labels = _completion_labels(ids, m)[:, 1:]
+    nll = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels.reshape(-1), reduction="sum")
+    return nll / ((labels != -100).sum() + 1)
+
+
+def _loss_bfloat16(lg, ids, m):  # the loss computed on bfloat16 logits
+    return _loss_reshape(lg.bfloat16(), ids, m).float()
+
+
 ANSWERS["my_loss_fn"] = Answers(
     check=DX.check_loss_fn,
     right={
@@ -268,6 +283,10 @@ ANSWERS["my_loss_fn"] = Answers(
         "double_shift": _loss_double_shift,
         "padding_scored": _loss_padding_scored,
         "padding_masked_after_the_shift": _loss_padding_masked_by_position,
+        "eos_masked": _loss_eos_masked,
+        "count_plus_one": _loss_count_plus_one,
+        "constant_added": lambda lg, ids, m: _loss_reshape(lg, ids, m) + 1e-3,
+        "bfloat16": _loss_bfloat16,
     },
     refused={
         "lmcore_loss": (
@@ -291,6 +310,10 @@ ANSWERS["my_loss_fn"] = Answers(
         "double_shift": "not the token after it",
         "padding_scored": "last real token",
         "padding_masked_after_the_shift": "last real token",
+        "eos_masked": "when to stop writing",
+        "count_plus_one": "what does your loss divide by?",
+        "constant_added": "besides that mean",
+        "bfloat16": "in which precision",
     },
 )
 

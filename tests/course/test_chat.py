@@ -12,24 +12,24 @@ from lmcore.course.packing import chat as C
 from lmcore.course.packing import lesson as K
 
 
-def naive_chat_labels(ids):
+def naive_chat_labels(ids, assistant_id=K.ASSISTANT, pad_id=K.PAD):
     out = []
     for row in ids.tolist():
-        a = row.index(K.ASSISTANT) if K.ASSISTANT in row else len(row)
-        out.append([IGNORE_INDEX if t <= a or v == K.PAD else v for t, v in enumerate(row)])
+        a = row.index(assistant_id) if assistant_id in row else len(row)
+        out.append([IGNORE_INDEX if t <= a or v == pad_id else v for t, v in enumerate(row)])
     return torch.tensor(out)
 
 
-def naive_multi_turn(ids):
+def naive_multi_turn(ids, user_id=K.USER, assistant_id=K.ASSISTANT, pad_id=K.PAD):
     out = []
     for row in ids.tolist():
         role, labels = None, []
         for v in row:
-            if v in (K.USER, K.ASSISTANT):
+            if v in (user_id, assistant_id):
                 role = v
                 labels.append(IGNORE_INDEX)
             else:
-                labels.append(v if role == K.ASSISTANT and v != K.PAD else IGNORE_INDEX)
+                labels.append(v if role == assistant_id and v != pad_id else IGNORE_INDEX)
         out.append(labels)
     return torch.tensor(out)
 

@@ -100,6 +100,11 @@ def test_check_choices_is_no_oracle(monkeypatch, capsys):
         "bugs", lambda: dict(right, b="padd"), key, hints, choices=["shift", "pad", "eos"]
     )
     assert "'padd', is not one of the choices" in capsys.readouterr().out
+    # so is an answer to a question that was not asked (a mystery "d" that does not exist)
+    assert not check_choices(
+        "bugs", lambda: dict(right, d="pad"), key, hints, choices=["shift", "pad", "eos"]
+    )
+    assert "'d' is not one of the questions ('a', 'b', 'c')" in capsys.readouterr().out
 
 
 def test_check_choices_refuses_a_search_of_the_key(capsys):

@@ -248,23 +248,35 @@ def _notebook_bytes(nb) -> bytes:
     return (nbformat.writes(nb) + "\n").encode("utf-8")
 
 
-_RESULTS_LEFT_OUT = (
-    "## Results\n"
-    "The course's measured results (final losses, held-out sums, samples) answer some of the\n"
-    "notebooks' Predict prompts, so the learner's copy of this README leaves them out; they are in\n"
-    "the course repository's README, to read once you have finished the notebooks.\n\n"
-)
+_LEFT_OUT = {  # README sections whose content answers the notebooks' exercises or Predict prompts
+    "Results": (
+        "## Results\n"
+        "The course's measured results (final losses, held-out sums, samples) answer some of the\n"
+        "notebooks' Predict prompts, so the learner's copy of this README leaves them out; they are in\n"
+        "the course repository's README, to read once you have finished the notebooks.\n\n"
+    ),
+    "Figures": (
+        "## Figures\n"
+        "The course's figures show what the notebooks' exercises ask you to work out (the packing\n"
+        "masks, the loss floor), so the learner's copy of this README leaves them out; each notebook\n"
+        "draws its own after you have tried.\n\n"
+    ),
+}
+_RESULTS_LEFT_OUT = _LEFT_OUT["Results"]
 
 
 def learner_readme(text: str) -> str:
     """The README as the learner's workspace holds it: its ``## Results`` section (the outcomes
-    of the notebooks' runs, which answer Predict prompts) replaced by a note saying where it is."""
-    start = text.find("\n## Results\n")
-    if start < 0:
-        return text
-    end = text.find("\n## ", start + 1)
-    end = len(text) if end < 0 else end + 1
-    return text[: start + 1] + _RESULTS_LEFT_OUT + text[end:]
+    of the notebooks' runs, which answer Predict prompts) and its ``## Figures`` section (the
+    pictures of what exercises build) each replaced by a note saying why."""
+    for title, note in _LEFT_OUT.items():
+        start = text.find(f"\n## {title}\n")
+        if start < 0:
+            continue
+        end = text.find("\n## ", start + 1)
+        end = len(text) if end < 0 else end + 1
+        text = text[: start + 1] + note + text[end:]
+    return text
 
 
 def learner_files(

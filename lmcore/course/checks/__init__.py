@@ -431,6 +431,13 @@ def check_choices(
     missing = [k for k in expected if k not in answers]
     if missing:
         return say_line(f"{FAIL} {name}: no answer for {missing[0]!r}.", False, False)
+    extra = [k for k in answers if k not in expected]
+    if extra:
+        return say_line(
+            f"{FAIL} {name}: {extra[0]!r} is not one of the questions ({', '.join(map(repr, expected))}).",
+            False,
+            False,
+        )
     allowed = None if choices is None else list(choices)
     outside = [k for k in expected if allowed is not None and answers[k] not in allowed]
     if outside:

@@ -129,7 +129,7 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
 _KINDS = {"b": "bool", "i": "integer", "u": "integer", "f": "floating-point", "c": "complex"}
 _WHY_KIND = {
     "bool": "a mask must be bool: a float 0/1 mask is *added* to attention scores, not used to select",
-    "integer": "ids and labels must be integers (int64): cross_entropy and embeddings need integer indices",
+    "integer": "ids and labels must be integers (int64 or int32): cross_entropy and embeddings need integer indices",
 }
 
 

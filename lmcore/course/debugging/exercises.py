@@ -304,6 +304,7 @@ def _loss_cases():
         lengths = torch.tensor([length] + [short] * (n - 1))
         mask = (torch.arange(length)[None] < lengths[:, None]).long()
         ids = ids.masked_fill(mask == 0, PAD)
+        ids[torch.arange(n), lengths - 1] = EOS  # every completion ends with EOS, as the spec says
         logits = 2 * torch.randn(n, length, vocab, generator=g)
         cases.append(
             Case(
@@ -335,8 +336,9 @@ def explain_loss(fn, case, expected, got) -> str:
     _, target = gradient_reading(getattr(fn, "loss_fn", fn), ids.clone(), mask.clone(), logits.shape[-1])
     return (
         _scored_wrongly(ids, mask, want, have, target)
-        or _left_out(want, have)
+        or _left_out(ids, want, have)
         or _weighed_wrongly(mask, want, have)
+        or _valued_wrongly(want, have, expected["loss"], got["loss"])
     )
 
 
@@ -374,9 +376,14 @@ def _scored_wrongly(ids, mask, want, have, target) -> str:
     return ""
 
 
-def _left_out(want, have) -> str:
+def _left_out(ids, want, have) -> str:
     """The first completion target the answer gives no weight."""
     for n, t in ((want != 0) & (have.abs() <= 1e-6)).nonzero().tolist():
+        if int(ids[n, t + 1]) == EOS:
+            return (
+                f"row {n}: the token after position {t} is the EOS that ends the completion, and your "
+                "loss gives that prediction no weight: how would the model learn when to stop writing?"
+            )
         if t == PROMPT - 1:
             return (
                 f"row {n}, position {t} is the prompt's last token; the token after it is the first of "
@@ -414,12 +421,37 @@ def _weighed_wrongly(mask, want, have) -> str:
             f"each target weighs 1/{int(mask.sum())}, one over the batch's {counted}: how many of "
             "those tokens are targets?"
         )
+    divisor = 1 / w  # a whole number near the count of targets: a count of something else
+    if count < round(divisor) < 2 * count and abs(divisor - round(divisor)) < 1e-3 * divisor:
+        return (
+            f"each target weighs 1/{round(divisor)}, and the batch has {count} completion targets: "
+            "what does your loss divide by?"
+        )
     if abs(ratio - 1) > 1e-3:
         return (
             f"the right positions, each with {ratio:.3g}x the weight it should have: is anything "
             "done to the logits or to the loss between the model's raw scores and its value?"
         )
     return ""
+
+
+def _valued_wrongly(want, have, want_loss, got_loss) -> str:
+    """Every weight right and the value not: something added to the mean NLL, or lost to rounding."""
+    if not torch.allclose(have, want, rtol=1e-2, atol=1e-4) or not isinstance(
+        got_loss, (torch.Tensor, float, int)
+    ):
+        return ""
+    off = float(got_loss) - float(want_loss)
+    exact = "" if torch.allclose(have, want, atol=1e-5) else " up to rounding"
+    if abs(off) < 1e-7:
+        return (
+            "every position has the right weight up to rounding: in which precision does your loss compute?"
+        )
+    return (
+        f"every position has the right weight{exact}, yet your loss is {abs(off):.2g} "
+        f"{'above' if off > 0 else 'below'} the mean NLL of those targets: what does your loss compute "
+        "besides that mean, and in which precision?"
+    )
 
 
 _FORBID = {

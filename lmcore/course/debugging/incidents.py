@@ -204,7 +204,9 @@ def show_code(key: str) -> None:
             inc.call
         ]
         at = next(i for i, line in enumerate(lines) if marker in line)
-        print("\n".join(line[4:] for line in lines[at : at + 2]))
+        counted = next(line for line in lines if "positions = " in line)  # where `positions` comes from
+        print("# in forward(ids, mask, doc_ids) of a packed row; `call` names the pipeline")
+        print("\n".join(line[4:] for line in [counted, *lines[at : at + 2]]))
     else:
         print(inspect.getsource(inc.loss).rstrip())
 

@@ -102,6 +102,34 @@ def conversation_batch(turns=(2, 3, 1), seed: int = 0) -> torch.Tensor:
     return chat_batch(rows)
 
 
+# The last case of each check renumbers the vocabulary: the role and padding ids are passed as
+# arguments, so a function that ignores its arguments for the notebook's constants fails there.
+_RENUMBERED = {ASSISTANT: VOCAB.index("the"), USER: VOCAB.index("cat"), PAD: VOCAB.index("sat")}
+
+
+def _renumbered(ids: torch.Tensor) -> torch.Tensor:
+    out = ids.clone()
+    for old, new in _RENUMBERED.items():
+        out[ids == old], out[ids == new] = new, old
+    return out
+
+
+def _renumbered_case(ids: torch.Tensor, *names: str) -> Case:
+    given = {"user_id": USER, "assistant_id": ASSISTANT, "pad_id": PAD}
+    kwargs = {name: _RENUMBERED[given[name]] for name in names}
+    label = "the same rows with other ids: " + ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    return Case((_renumbered(ids),), kwargs=kwargs, label=label)
+
+
+def _explain(fn, case, expected, got) -> str:
+    if case.kwargs:  # only the ids differ from cases that passed before it
+        return (
+            f"here the ids are arguments ({', '.join(f'{k}={v}' for k, v in case.kwargs.items())}), not "
+            "the notebook's: does your function read its arguments, or the vocabulary's constants?"
+        )
+    return _EXPLAIN(fn, case, expected, got)
+
+
 def check_chat_labels(fn) -> bool:
     cases = [
         Case((chat_batch((EXAMPLE_CHAT,)),), label=EXAMPLE_CHAT),
@@ -110,6 +138,7 @@ def check_chat_labels(fn) -> bool:
     g = torch.Generator().manual_seed(3)
     for k in range(3):
         cases.append(Case((chat_batch([_turn(g) for _ in range(3)]),), label=f"random chat rows {k}"))
+    cases.append(_renumbered_case(chat_batch(), "assistant_id", "pad_id"))
     return check(
         "chat_labels",
         fn,
@@ -120,7 +149,7 @@ def check_chat_labels(fn) -> bool:
             "lmcore.course.packing.chat.chat_labels": "write the mask yourself",
             "lmcore.course.packing.chat.multi_turn_labels": "write the mask yourself",
         },
-        explain=_EXPLAIN,
+        explain=_explain,
         hint=(
             "Which tokens should the model be graded on: the user's prompt, the template's markers, "
             "the answer, its EOS, the padding? Which of yours is scored that should not be, or the "
@@ -141,6 +170,7 @@ def check_multi_turn_labels(fn) -> bool:
         Case((conversation_batch((1, 4, 2, 3), seed=s),), label=f"random conversations {s}")
         for s in (1, 2, 3)
     ]
+    cases.append(_renumbered_case(conversation_batch(), "user_id", "assistant_id", "pad_id"))
     return check(
         "multi_turn_labels",
         fn,
@@ -152,7 +182,7 @@ def check_multi_turn_labels(fn) -> bool:
             # Exercise 5's reference applied turn by turn is right too: refused (issue 38)
             "lmcore.course.packing.chat.chat_labels": "that is the one-turn reference: write the scan yourself",
         },
-        explain=_EXPLAIN,
+        explain=_explain,
         hint=(
             "In a conversation of several turns, which tokens are the assistant's to predict? Look at"
             " the second assistant turn: is it scored, and the user turn before it left out?",

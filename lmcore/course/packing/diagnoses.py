@@ -51,7 +51,7 @@ def explain_document_mask(fn, case, expected, got) -> str:
     if got.dtype != torch.bool:
         return (
             f"your mask holds {got.dtype} values: this course's masks are bool (True: may attend). "
-            "What would scaled_dot_product_attention do with a float mask of 0s and 1s?"
+            "What would scaled_dot_product_attention do with a mask of 0s and 1s that is not bool?"
         )
     L = doc.shape[1]
     later = torch.ones(L, L, dtype=torch.bool).triu(1)
@@ -97,6 +97,11 @@ def explain_position_ids(fn, case, expected, got) -> str:
         return ""
     n, t = first
     d, k, have = int(doc[n, t]), int(expected[n, t]), int(got[n, t])
+    if d < 0:  # padding's positions are free within the model's range: this one is outside it
+        return (
+            f"row {n}, position {t} is padding and your position id there is {have}: the model looks "
+            f"positions up in a table of {doc.shape[1]} rows, so which ids can it take?"
+        )
     off = (got - expected)[doc >= 0]  # padding's positions are free (the checker zeroes them)
     if bool((off == off[0]).all()) and int(off[0]):
         return (

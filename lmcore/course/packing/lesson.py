@@ -188,11 +188,13 @@ def _padding_queries_free(args, expected, got):
 
 def _padding_positions_free(args, expected, got):
     """``free=`` of the position-ids exercise: padding's positions (document id -1) are the
-    learner's, since padding is never scored and no real token reads it."""
+    learner's, since padding is never scored and no real token reads it, as long as the model
+    accepts them (0 to L - 1: an embedding table of L rows has no row -1 nor L)."""
     (document_ids,) = args
     if not (same_layout(expected, got) and got.shape == document_ids.shape):
         return got
-    return torch.where(document_ids < 0, expected.to(got.dtype), got)
+    free = (document_ids < 0) & (got >= 0) & (got < document_ids.shape[1])
+    return torch.where(free, expected.to(got.dtype), got)
 
 
 def check_document_causal_mask(fn) -> bool:
@@ -207,8 +209,8 @@ def check_document_causal_mask(fn) -> bool:
         forbid={"lmcore.shift.document_causal_mask": _WRITE},
         explain=explain_document_mask,
         hint=(
-            "Two conditions decide whether position i may look at position j in a packed row. The "
-            "causal one is one of them: what is the other, and how do the two combine?",
+            "In a packed row, what must be true of position j for position i to look at it? Go "
+            "through one row of two documents by hand: which pairs (i, j) may attend?",
             "combine two bool conditions: j <= i (torch.tril) AND same document "
             "(document_ids[:, :, None] == document_ids[:, None, :]).",
         ),
