@@ -1,7 +1,8 @@
 """What a check says when a result differs: words and a few numbers a person reads.
 
 :func:`compare` returns None when a result matches the reference, else one short sentence: the
-first differing position with both values there, the largest |Δ| against the tolerance and, when
+first differing position with both values there (with only yours for ids, labels and masks,
+where the expected value is the answer), the largest |Δ| against the tolerance and, when
 the result is the expected one times a constant, that ratio ("0.25x the expected"). It never
 prints a tensor of thousands of entries; :func:`short` describes any input in a few characters.
 """
@@ -114,8 +115,10 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
         return f"expected {a}, got {b} (|Δ| = {float(delta):.2g}, {tol}){times}"
     i = tuple(np.argwhere(off)[0])
     if e.dtype.kind in "biu" and g.dtype.kind in "biu":  # ids, labels, masks: no tolerance to speak of
+        # the expected id or mask value there is the answer at that position: the line says where
+        # and what yours is, and the checker's question asks about it (the hint tells later)
         shown = (lambda v: str(bool(v))) if e.dtype.kind == "b" else (lambda v: str(int(v)))
-        text = f"first difference{_where(i)}: expected {shown(e64[i])}, got {shown(g64[i])}; "
+        text = f"first difference{_where(i)}: yours is {shown(g64[i])} there; "
         return text + f"{int(off.sum())} of {off.size} entries differ"
     a, b = _apart(float(e64[i]), float(g64[i]))
     text = (
