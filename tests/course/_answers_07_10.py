@@ -1182,6 +1182,9 @@ ANSWERS["my_set_nll"] = Answers(
         "sign": lambda z, a: -_set_logsumexp(z, a),
         "float32_softmax_sum": lambda z, a: float(-torch.log(torch.softmax(z.float(), 0)[list(a)].sum())),
         "exp_without_max_shift": lambda z, a: float(-torch.log(z[list(a)].exp().sum() / z.exp().sum())),
+        "probability_clamped": lambda z, a: float(
+            -torch.log(torch.softmax(z.double(), 0)[list(a)].sum().clamp(min=1e-12))
+        ),
     },
     first_hints={
         "naive_softmax_sum": "leaves floating point's range",
@@ -1191,6 +1194,7 @@ ANSWERS["my_set_nll"] = Answers(
         "sum_of_single_losses": "the sum of the separate losses",
         "mean_of_single_losses": "the mean of the separate losses",
         "max_instead_of_logsumexp": "only the largest logit",
+        "probability_clamped": "when floating point could not hold it",
     },
     refused={
         "course_set_nll": (lambda z, a: RL.set_nll(z, a), "called lmcore.course.rewards.lesson.set_nll"),
@@ -1248,6 +1252,16 @@ ANSWERS["my_context_coverage"] = Answers(
         "negative_past_the_end": lambda L, k: (L - max(k, 1)) / (L - 1),
         "strictly_more_than_k": lambda L, k: sum(1 for t in range(1, L) if t > k) / (L - 1),
         "count_not_share": lambda L, k: max(0, L - max(k, 1)),
+        "k_0_counts_l_targets": lambda L, k: max(0, L - k) / (L - 1),
+    },
+    first_hints={  # RX._explain_coverage: the count each one makes
+        "t_from_0": "the row's tokens",
+        "divides_by_L": "the row's tokens",
+        "off_by_one": "1 target more",
+        "strictly_more_than_k": "1 target fewer",
+        "negative_past_the_end": "fewer than no targets",
+        "count_not_share": "a count, not a share",
+        "k_0_counts_l_targets": "more than all of them",
     },
     refused={
         "course_context_coverage": (
@@ -1433,6 +1447,7 @@ ANSWERS["my_decode_step"] = Answers(
     wrong={
         "position_P_plus_1": lambda m, t, c: _decode(m, t, c, pos=lambda P: P + 1),
         "position_P_minus_1": lambda m, t, c: _decode(m, t, c, pos=lambda P: P - 1),
+        "position_0": lambda m, t, c: _decode(m, t, c, pos=lambda P: 0),
         "attends_before_appending_its_key": lambda m, t, c: _decode(m, t, c, append_first=False),
         "returns_the_old_cache": lambda m, t, c: _decode(m, t, c, extend=False),
         "is_causal_on_one_query": lambda m, t, c: _decode(m, t, c, causal=True),
@@ -1443,6 +1458,8 @@ ANSWERS["my_decode_step"] = Answers(
         "no_ln_f": "every step of GPT.forward",
         "is_causal_on_one_query": "reads key 0 alone",
         "position_P_plus_1": "which position number comes after them",
+        "position_P_minus_1": "which position number comes after them",
+        "position_0": "which position number comes after them",
     },
     refused={
         "course_forward_cached": (

@@ -277,7 +277,10 @@ def explain_boundary_targets(fn, case, expected, got) -> str:
     labels, doc = case.args
     got = _tensor(got)
     if got.shape != expected.shape:
-        return ""
+        return (
+            f"your labels are {tuple(got.shape)} for labels of {tuple(labels.shape)}: the loss shifts them "
+            "itself, so which shape must the labels you return keep?"
+        )
     first = _first(got != expected)
     if first is None:
         return ""

@@ -77,6 +77,12 @@ def _explain_set_nll(fn, case, expected, got) -> str:
             "floating point's range (a probability that rounds to 0, an exp that overflows), and can "
             "you reach the loss without that step?"
         )
+    if float(expected) > 100 and 0 < g < 0.5 * float(expected):  # a tiny probability floored, then -ln
+        return (
+            f"your result is {g:.4g} nats where the logits lie {float(z.max() - z[ids].max()):.0f} apart: "
+            "how small is the acceptable ids' probability here, and what did your computation put in "
+            "its place when floating point could not hold it?"
+        )
     if _close(g, float(z.max() - z[ids].max())):
         return (
             "your value uses only the largest logit of all and the largest of the acceptable ones: "
@@ -150,6 +156,35 @@ def _coverage_cases() -> list[Case]:
     return [Case((L, k), label=f"block_size={L}, k={k}") for L, k in pairs]
 
 
+def _explain_coverage(fn, case, expected, got) -> str:
+    """A wrong coverage share, by the count it makes: out of [0, 1], over L instead of the
+    targets, a target counted or missed at the edge, a count instead of a share."""
+    L, k = case.args
+    try:
+        g = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    n, e = L - 1, float(expected)
+    if g < 0:
+        return f"your share is {g:.4g} at k = {k}, rows of {L}: can fewer than no targets see {k} tokens?"
+    if g > 1:
+        kind = "a count, not a share" if g == int(g) else "more than all of them"
+        return (
+            f"your share is {g:.4g} at k = {k}, rows of {L}: {kind}. How many targets does the row have, "
+            "and which of them do you count?"
+        )
+    if _close(g * L, e * n) and e > 0:
+        return f"your share divides by {L}, the row's tokens: how many of those tokens are targets?"
+    if abs(g - e) * n > 0.5:  # a whole number of targets more or fewer than the right count
+        more = round((g - e) * n)
+        return (
+            f"at k = {k}, rows of {L}, you count {abs(more)} target{'s' if abs(more) != 1 else ''} "
+            f"{'more' if more > 0 else 'fewer'} than see at least {k} earlier tokens: how many tokens does "
+            f"the target at position t see, and does one that sees exactly {k} count?"
+        )
+    return ""
+
+
 def check_context_coverage(fn, *, quiet: bool = False) -> bool:
     """Grade ``fn(block_size, k) -> share of a row's targets with at least k tokens of context``."""
     return check(
@@ -162,6 +197,7 @@ def check_context_coverage(fn, *, quiet: bool = False) -> bool:
         quiet=quiet,
         # the next exercise's reference on one document is this one's answer (a review found it passed)
         forbid=[_COVERAGE, "lmcore.course.rewards.exercises.document_coverage"],
+        explain=_explain_coverage,
         hint=(
             "How many targets does a row of L tokens have, and how many earlier tokens does each one "
             "see? What must the share be at the edges: k = 0, and k larger than L?",
@@ -319,12 +355,13 @@ def _explain_logits(case, got_logits) -> str:
             f"keys ({P} cached and its own): which of them may the newest position read, and what does "
             "your attention call let one query see?"
         )
-    later = _decode_variant(model, token, cache, shift=1)
-    if later is not None and compare(later, got_logits, atol=1e-5, rtol=1e-5) is None:
-        return (
-            f"your logits are those of the new token at position {P + 1}: the cache holds {P} "
-            f"position{'s' if P != 1 else ''}, numbered from 0; which position number comes after them?"
-        )
+    for shift in (1, -1, -P):  # the new token numbered P + 1, P - 1 or 0
+        other = _decode_variant(model, token, cache, shift=shift)
+        if other is not None and compare(other, got_logits, atol=1e-5, rtol=1e-5) is None:
+            return (
+                f"your logits are those of the new token at position {P + shift}: the cache holds {P} "
+                f"position{'s' if P != 1 else ''}, numbered from 0; which position number comes after them?"
+            )
     return ""
 
 
