@@ -264,6 +264,14 @@ def _mean_nll_rows(Z, y, T, divide):
     return float(per_row.sum() / divide(y))
 
 
+def _mean_nll_batch_max(Z, y, T=1.0):  # one max for the whole batch, not one per row
+    S = np.asarray(Z, dtype=np.float64) / T
+    with np.errstate(divide="ignore"):
+        lse = S.max() + np.log(np.exp(S - S.max()).sum(axis=1))
+    keep = y != -100
+    return float((lse[keep] - S[keep, y[keep]]).mean())
+
+
 def _mean_nll_wrong_axis(Z, y, T=1.0):  # LogSumExp over the positions (axis 0), not the vocabulary
     S, keep = Z / T, y != -100
     lse = np.logaddexp.reduce(S, axis=0)  # (V,)
@@ -299,6 +307,10 @@ ANSWERS["mean_nll"] = Answers(
         "T_only_in_the_logsumexp": lambda Z, y, T=1.0: float(
             np.mean([np.logaddexp.reduce(z / T) - z[t] for z, t in zip(Z, y) if t != -100])
         ),
+        "max_over_the_whole_batch": _mean_nll_batch_max,
+    },
+    first_hints={
+        "max_over_the_whole_batch": "is it the right one for every row?",
     },
     refused={
         "reference": (lambda Z, y, T=1.0: sm_lesson.mean_nll_reference(Z, y, T), "write it yourself"),
@@ -409,8 +421,10 @@ ANSWERS["my_ce_grad"] = Answers(
         "minus_p_y_everywhere": lambda z, y: (
             np.exp(z - np.logaddexp.reduce(z)) - np.exp(z[y] - np.logaddexp.reduce(z))
         ),
+        "divided_by_V": lambda z, y: _ce_grad_onehot(z, y) / len(z),  # a mean over the V logits
     },
     first_hints={
+        "divided_by_V": "but each is",
         "sign": "sign is flipped",
         "softmax_only": "sum to 1",
         "minus_onehot_only": "sum to -1",
@@ -567,6 +581,15 @@ _smoothed_wrapped = functools.wraps(_smoothed_p_minus_q)(
 )
 
 
+def _smoothed_overflowing(z, y, eps):  # p - q with the softmax formed without the max trick
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(np.asarray(z, dtype=np.float64))
+        p = e / e.sum()
+    q = np.full(len(z), eps / len(z))
+    q[y] += 1.0 - eps
+    return p - q
+
+
 def _smoothed_q(z, y, eps, q_of):
     p = np.exp(z - np.logaddexp.reduce(z))
     return p - q_of(len(z), y, eps)
@@ -602,7 +625,9 @@ ANSWERS["smoothed_ce_grad"] = Answers(
         ),
         "sign_of_correction": lambda z, y, eps: _ce_grad_loop(z, y) - eps * (np.eye(len(z))[y] - 1 / len(z)),
         "sign": lambda z, y, eps: -_smoothed_p_minus_q(z, y, eps),
+        "softmax_without_the_max": _smoothed_overflowing,
     },
+    first_hints={"softmax_without_the_max": "what does exp give there"},
     refused={
         "reference": (
             lambda z, y, eps: grad_lesson.smoothed_ce_grad_autograd(z, y, eps),

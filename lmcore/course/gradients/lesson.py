@@ -15,6 +15,7 @@ from ... import handcalc
 from ..._validate import require_int_scalar, require_real
 from ..checks import Case, check, float32_atol, random_logit_cases
 from ..checks.guard import AUTOGRAD
+from ..checks.report import ratio_of
 
 __all__ = [
     "numerical_grad",
@@ -101,6 +102,21 @@ def _logit_cases(seed: int) -> list[Case]:
     return cases + random_logit_cases(seed)
 
 
+def _overflow_question(z, g: np.ndarray) -> str:
+    return (
+        f"on logits as large as {np.abs(z).max():.0f} your gradient holds {g[~np.isfinite(g)][0]}: "
+        "what does exp give there, and what did notebook 01 do about it?"
+    )
+
+
+def _explain_smoothed(fn, case, expected, got) -> str:
+    """A smoothed gradient that is not finite: the softmax computed without the max trick."""
+    g = np.asarray(got, dtype=np.float64)
+    if g.shape == np.shape(expected) and not np.isfinite(g).all():
+        return _overflow_question(case.args[0], g)
+    return ""
+
+
 def _explain_ce_grad(fn, case, expected, got) -> str:
     """The property of the NLL's gradient that ``got`` breaks on this case, as a question."""
     z, y = case.args
@@ -108,10 +124,7 @@ def _explain_ce_grad(fn, case, expected, got) -> str:
     if g.shape != np.shape(expected):
         return ""
     if not np.isfinite(g).all():
-        return (
-            f"on logits as large as {np.abs(z).max():.0f} your gradient holds {g[~np.isfinite(g)][0]}: "
-            "what does exp give there, and what did notebook 01 do about it?"
-        )
+        return _overflow_question(z, g)
     total = float(g.sum())
     if abs(total) > 1e-5:
         return (
@@ -128,6 +141,13 @@ def _explain_ce_grad(fn, case, expected, got) -> str:
         return (
             f"entry {k}, not the target, is {g[k]:.4g}: what does raising a wrong token's logit do to "
             "the loss?"
+        )
+    c = ratio_of(np.asarray(expected, dtype=np.float64), g)
+    if c is not None:
+        return (
+            f"every entry has the right sign and the entries sum to 0, but each is {c:.4g}x its size: "
+            "when the model gives the target a probability near 0, how much does raising the target's "
+            "logit by a small step lower the loss, per unit of step?"
         )
     return ""
 
@@ -149,7 +169,10 @@ def check_ce_grad(fn, *, quiet: bool = False) -> bool:
         atol=lambda z, y: float32_atol(z),
         rtol=1e-6,
         quiet=quiet,
-        forbid=_by_hand(["lmcore.handcalc.ce_grad", "lmcore.course.gradients.lesson.numerical_grad"]),
+        forbid=_by_hand(["lmcore.handcalc.ce_grad"])
+        | {
+            "lmcore.course.gradients.lesson.numerical_grad": "that estimates the gradient numerically: derive it"
+        },
         explain=_explain_ce_grad,
         ratio_hints={
             -1.0: "The sign is flipped: raising the target's logit lowers the loss, so what sign must its entry have?"
@@ -261,4 +284,5 @@ def check_smoothed_ce_grad(fn, *, quiet: bool = False):
         forbid=_by_hand(
             ["torch.nn.functional.cross_entropy", "lmcore.course.gradients.lesson.smoothed_ce_grad_autograd"]
         ),
+        explain=_explain_smoothed,
     )

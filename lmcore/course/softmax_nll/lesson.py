@@ -7,6 +7,8 @@ tested and shown statically; the widget (``softmax_explorer``) only wires slider
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -272,6 +274,10 @@ def _mean_nll_cases(seed: int = 5) -> list[Case]:
             label="Z = [[1000, 0, -1000], [0, 1000, 999]], y = [1, 2], T = 1 (p of a target underflows)",
         ),
         Case(
+            (a([[1000.0, 0.0, 0.0], [0.0, 1.0, 2.0]]), a([0, 2]), 1.0),
+            label="Z = [[1000, 0, 0], [0, 1, 2]], y = [0, 2], T = 1 (rows at very different levels)",
+        ),
+        Case(
             (a([[10.0, 9.0, 0.0], [3.0, 0.0, 1.0]]), a([2, 0]), 0.01),
             label="Z = [[10, 9, 0], [3, 0, 1]], y = [2, 0], T = 0.01 (gaps of 1000 after dividing)",
         ),
@@ -288,6 +294,29 @@ def _mean_nll_cases(seed: int = 5) -> list[Case]:
         y[0] = int(rng.integers(V))  # at least one valid target
         cases.append(Case((rng.normal(0.0, scale, size=(N, V)), y, T)))
     return cases
+
+
+def _explain_mean_nll(fn, case, expected, got) -> str:
+    """A mean NLL that is not finite where the loss is: a row's logits shifted by a constant that
+    is wrong for that row (the batch's max), or a probability formed before the log."""
+    Z, _, T = case.args
+    try:
+        g = float(got)
+    except (TypeError, ValueError):
+        return ""
+    if math.isfinite(g):
+        return ""
+    tops = np.asarray(Z, dtype=np.float64).max(axis=1) / T
+    if tops.max() - tops.min() > 700:
+        return (
+            f"your result is {g} on a batch whose rows' largest logits (divided by T) run from "
+            f"{tops.min():.4g} to {tops.max():.4g}: which constant did you take out of each row, and "
+            "is it the right one for every row?"
+        )
+    return (
+        f"your result is {g} where the loss is an ordinary number: which step forms a number floating "
+        "point cannot hold (an exp that overflows, a probability that rounds to 0)?"
+    )
 
 
 def check_mean_nll(fn, *, quiet: bool = False):
@@ -310,6 +339,7 @@ def check_mean_nll(fn, *, quiet: bool = False):
         rtol=1e-6,
         quiet=quiet,
         forbid=_forbid(_LOSSES + ["lmcore.course.softmax_nll.lesson.mean_nll_reference"]),
+        explain=_explain_mean_nll,
         ratio_hints={
             0.5: "half the expected: which count did you divide by, and which rows does it include?",
             2.0: "twice the expected: what did you divide the total by?",

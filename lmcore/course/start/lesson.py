@@ -78,7 +78,7 @@ def surprise_reference(p: float) -> float:
 
 def surprise_line(p: float) -> str:
     """What the demo widget shows for a probability ``p`` of the correct token."""
-    nats = surprise_reference(p)
+    nats = surprise_reference(p) + 0.0  # + 0.0: -ln 1 is -0.0, which would print as -0.000
     bar = "#" * min(40, round(nats * 4))
     return f"p(correct) = {p:.4f}  ->  loss = {nats:.3f} nats = {nats_to_bits(nats):.3f} bits  {bar}"
 
