@@ -232,6 +232,10 @@ ANSWERS["first_loss_with_repeats"] = Answers(
         "next_token_logit": _rep_next_token,
         "law_weighted_by_1_minus_q": _rep_law_weighted,
     },
+    first_hints={  # s0._explain_repeats: what the value itself shows
+        "q_ignored": "as if q were 0",
+        "sign": "larger or smaller",
+    },
     refused={
         "reference": (lambda z, ids, q: s0.predict_with_repeats(z, ids, q), "that is the course's reference"),
         "exercise_1_and_lift": (
@@ -477,6 +481,7 @@ ANSWERS["my_sliding_window_perplexity"] = Answers(
         "mask_one_too_many": _win_variant(cut=1),
         "mask_one_too_few": _win_variant(cut=-1),
     },
+    first_hints={"mean_nll_no_exp": "is it a perplexity yet"},
     refused={
         "reference": (
             lambda m, ids, b, s: pad_ppl.sliding_window_perplexity(m, ids, b, s),
@@ -607,6 +612,16 @@ def _acc_one_big_forward(model, micro_batches):  # every row padded to the longe
     return float(loss)
 
 
+def _acc_one_backward_at_the_end(model, micro_batches):  # every graph kept: the memory is not saved
+    losses, n = [], 0
+    for input_ids, labels in micro_batches:
+        losses.append(causal_lm_loss(model(input_ids), labels, reduction="sum"))
+        n += int((labels[:, 1:] != IGNORE_INDEX).sum())
+    loss = torch.stack(losses).sum() / n
+    loss.backward()
+    return float(loss)
+
+
 ANSWERS["accumulate_gradients"] = Answers(
     check=acc.check_accumulation,
     right={
@@ -629,6 +644,7 @@ ANSWERS["accumulate_gradients"] = Answers(
     refused={
         "lmcore_train_loop": (_acc_lmcore_loop, "lmcore.train's own loop does this"),
         "one_big_forward": (_acc_one_big_forward, "not one forward per micro-batch"),
+        "one_backward_at_the_end": (_acc_one_backward_at_the_end, "one backward per micro-batch"),
     },
 )
 

@@ -210,6 +210,30 @@ _NO_REFERENCE = {
 }
 
 
+def _explain_repeats(fn, case, expected, got) -> str:
+    """The two mistakes the law's value itself shows: q left out (the random-token law), or the
+    repeats' effect added instead of taken away."""
+    z, ids, q = case.args
+    try:
+        g = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    law, e = predict_from_logits(z), float(expected)
+    if abs(law - e) < 1e-3:
+        return ""
+    if abs(g - law) < 2e-3:
+        return (
+            f"your value is section 3's law for random tokens, as if q were 0; here q = {q:g}: how often is "
+            "the target the token the position reads, and what does that token's raised logit do to the loss?"
+        )
+    if abs((g - law) + (e - law)) < 2e-3 + 0.05 * abs(e - law):
+        return (
+            f"your value lies {g - law:+.3f} nats from the law for random tokens: does a target whose logit "
+            "is raised make the loss larger or smaller?"
+        )
+    return ""
+
+
 def check_predict_with_repeats(fn, quiet: bool = False):
     """Grade ``fn(logits (N, L, V), input_ids (N, L), q) -> expected first loss (nats)`` when a
     fraction q of the targets equals the position's own input token."""
@@ -220,6 +244,7 @@ def check_predict_with_repeats(fn, quiet: bool = False):
         _repeat_cases(),
         forbid=_NO_REFERENCE,
         quiet=quiet,
+        explain=_explain_repeats,
         # the law is an approximation: 0.002 around it (measuring the lift or sigma over the other
         # V - 1 logits moves it by O(1/V)), plus its own error on the case (its distance from the
         # exact mean loss, repeats included), so the exact mean loss passes too

@@ -103,12 +103,15 @@ def _learner_run(accumulate, seed: int, n_micro: int):
     """Run ``accumulate(model, micro_batches)`` with the micro-batches as a one-pass iterator and
     every forward recorded; refuse anything but one forward per micro-batch, in order."""
     model, micro = toy_model(seed), ragged_micro_batches(seed, n_micro)
-    shapes = []
+    shapes, backwards = [], []
     hook = model.register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))
+    # every forward reads the first weight, so each backward pass computes its gradient once
+    on_grad = next(model.parameters()).register_hook(lambda g: backwards.append(1))
     try:
         logged = accumulate(model, iter(micro))
     finally:
         hook.remove()
+        on_grad.remove()
     want = [tuple(x.shape) for x, _ in micro]
     if not shapes:
         raise ValueError("the model was never called: did a first pass over the iterator use it up?")
@@ -116,6 +119,12 @@ def _learner_run(accumulate, seed: int, n_micro: int):
         raise ValueError(
             f"the model saw inputs of shapes {shapes}, not one forward per micro-batch {want}: "
             "accumulation means one forward and backward per micro-batch, never one big batch"
+        )
+    if len(backwards) != len(micro):
+        raise ValueError(
+            f"the model's gradients came from {len(backwards)} backward pass{'es' if len(backwards) != 1 else ''} "
+            f"for {len(micro)} micro-batches: accumulation runs one backward per micro-batch, so that each "
+            "micro-batch's graph is freed before the next forward (the memory it exists to save)"
         )
     if not isinstance(logged, (float, int, torch.Tensor)) or isinstance(logged, bool):
         raise TypeError(f"return the batch's mean loss as a float; got {type(logged).__name__}")

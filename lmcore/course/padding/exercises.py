@@ -106,6 +106,17 @@ def _window_case(run, n_tokens: int, seed: int, block_size: int, stride: int):
     return run(LookbackLM(block_size=block_size), long_text(n_tokens, seed=seed), block_size, stride)
 
 
+def _explain_window(fn, case, expected, got) -> str:
+    """A value that is the mean NLL, not its exponential."""
+    try:
+        g = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    if math.isfinite(g) and abs(g - math.log(float(expected))) < 1e-4:
+        return "your value is the log of the expected one: is it a perplexity yet, and what turns a mean NLL into one?"
+    return ""
+
+
 def check_sliding_window_perplexity(fn, quiet: bool = False):
     """Grade ``fn(model, ids (T,), block_size, stride) -> float`` against a loop over every token,
     on texts of several lengths and windows that overlap, do not overlap and end part-way."""
@@ -123,6 +134,7 @@ def check_sliding_window_perplexity(fn, quiet: bool = False):
         cases,  # the kit's tolerances: a float32 sum is right (every wrong variant is off by > 1e-3)
         forbid=_NO_WINDOW_REFERENCE,
         quiet=quiet,
+        explain=_explain_window,
         hint=(
             "Which window scores each token in your total: exactly one, and the one that gives it the "
             "most context? And when you combine the windows, does one with few scored tokens count as "

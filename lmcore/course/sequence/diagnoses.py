@@ -139,7 +139,8 @@ def explain_loss_and_grad_norm(fn, case, expected, got) -> str:
 
     if off("loss"):
         return (
-            f"your loss differs, before any gradient: what does reduction={reduction!r} ask the loss to do?"
+            "your loss differs, before any gradient: which position's logits score which token, and "
+            f"what does reduction={reduction!r} ask the loss to do?"
         )
     weights = sum(float(p.detach().double().pow(2).sum()) for p in model.parameters()) ** 0.5
     if abs(float(got["grad_norm"]) - weights) <= 1e-6 * weights:

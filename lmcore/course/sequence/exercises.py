@@ -42,8 +42,8 @@ def builtin_losses_off():
     def refuse(name):
         def refused(*args, **kwargs):
             raise RuntimeError(
-                f"F.{name} is switched off in this check: build the loss yourself "
-                "from log_softmax, gather, the mask and a division by the count"
+                f"F.{name} is switched off in this check: build the loss yourself, "
+                "from the log-probabilities up"
             )
 
         return refused
@@ -59,7 +59,7 @@ def builtin_losses_off():
 
 _NO_LMCORE = {
     "lmcore.loss.causal_lm_loss": "that is lmcore's loss, the one you are rebuilding: write it yourself",
-    "lmcore.shift.shift_for_next_token": "write the shift yourself (it is one slice of each tensor)",
+    "lmcore.shift.shift_for_next_token": "write the shift yourself",
 }
 
 
@@ -147,8 +147,8 @@ def check_causal_lm_loss(fn, quiet: bool = False):
         atol=1e-5,
         forbid=_NO_LMCORE
         | {
-            name: "the built-in losses are switched off in this check: build the loss yourself from "
-            "log_softmax, gather, the mask and a division by the count"
+            name: "the built-in losses are switched off in this check: build the loss yourself, "
+            "from the log-probabilities up"
             for name in _BUILTIN_LOSS_NAMES
         },
         explain=explain_causal_lm_loss,

@@ -225,11 +225,12 @@ def format_position_table(rows: list[dict]) -> str:
     """The table as text, with the mean loss (nats) at the bottom."""
     if not rows:
         return "(no scored position: type at least one word)"
-    w = max(len(r["context"]) for r in rows) + 2
+    w = max(len("context"), *(len(r["context"]) for r in rows)) + 2  # the header fits too
     lines = [f"{'context':<{w}}{'target':<9}{'p(target)':>10}{'loss':>8}"]
     lines += [f"{r['context']:<{w}}{r['target']:<9}{r['prob']:>10.3f}{r['loss']:>8.3f}" for r in rows]
     mean = sum(r["loss"] for r in rows) / len(rows)
-    return "\n".join(lines + [f"{len(rows)} targets, mean loss {mean:.3f} nats"])
+    count = f"{len(rows)} target{'s' if len(rows) != 1 else ''}"
+    return "\n".join(lines + [f"{count}, mean loss {mean:.3f} nats"])
 
 
 def supervision_density(length: int, mask_rate: float = 0.15, *, bos: bool = False) -> dict:
