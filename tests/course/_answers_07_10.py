@@ -976,8 +976,13 @@ ANSWERS["my_constrained_chance"] = Answers(
         "numpy_loop": _chance_numpy_loop,
         "minus_1e9": _chance_minus_1e9,
         "no_grad": torch.no_grad()(_chance_masked_softmax),
+        # float32 from the raw logits: a few float32 spacings off near 800 (a learner's was refused)
+        "float32_raw_logsumexp": lambda z, allowed, token: _chance_logsumexp(z.float(), allowed, token),
     },
     wrong={
+        "clamped_to_1000": lambda z, allowed, token: _chance_masked_softmax(
+            z.clamp(-1000, 1000), allowed, token
+        ),
         "free_chance": _chance_free,
         "uniform_over_allowed": _chance_uniform,
         "free_renormalised": _chance_free_renormalised,

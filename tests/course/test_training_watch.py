@@ -60,7 +60,9 @@ def test_an_interrupt_without_a_fitting_reference_run_is_a_clear_error(tmp_path,
     _interrupt_after(monkeypatch, 1)
     with pytest.raises(W.RunInterrupted, match="run this cell again"):
         W.train_watched(_cfg(), corpus, model=None, out_dir=tmp_path / "run", preset_name="gpu")
-    assert "Interrupted after 0 of 6 steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Interrupted after 0 of 6 steps" in out
+    assert "`partial`" not in out  # the cell raises: no name `partial` is ever assigned
 
 
 def test_the_train_bar_has_a_total_and_redraws_at_most_once_a_second(corpus, monkeypatch):

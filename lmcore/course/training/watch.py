@@ -92,9 +92,11 @@ class LiveCurve:
 def interrupted_message(partial, steps_done: int, max_steps: int, seconds: float, *, reference: bool) -> str:
     """What a learner reads after interrupting the run."""
     n = len(partial.history)
-    head = (
-        f"Interrupted after {steps_done} of {max_steps} steps ({seconds / 60:.1f} min): the partial "
-        f"run is kept as `partial` ({n} record{'s' if n != 1 else ''}, its curve above)."
+    records = f"{n} record{'s' if n != 1 else ''}, its curve above"
+    head = f"Interrupted after {steps_done} of {max_steps} steps ({seconds / 60:.1f} min): " + (
+        f"the partial run is kept as `partial` ({records})."
+        if reference  # without a reference run the cell raises, and nothing is assigned
+        else f"the partial run stopped there ({records})."
     )
     if reference:
         return head + (
