@@ -401,7 +401,7 @@ def test_the_learners_readme_leaves_out_the_results_that_answer_predicts():
     # the figures (06's block-diagonal mask and reset positions, 09's floor) are left out too
     assert "packing_block_diagonal.png" in readme and "packing_block_diagonal.png" not in mine
     assert ws.learner_readme("# x\n## A\na\n") == "# x\n## A\na\n"
-    assert ws.learner_readme("# x\n## Results\nr\n") == "# x\n" + ws._RESULTS_LEFT_OUT
+    assert ws.learner_readme("# x\n## Results\nr\n") == "# x\n" + ws._LEFT_OUT["Results"]
     assert (
         ws.learner_readme("# x\n## Figures\nf\n## B\nb\n") == "# x\n" + ws._LEFT_OUT["Figures"] + "## B\nb\n"
     )

@@ -110,6 +110,25 @@ def test_answer_nll_is_the_cross_entropy_of_the_last_position():
     assert model.training  # the probe restores the mode
 
 
+def test_continuation_log_prob_is_the_chain_rule_word_by_word():
+    w = R.city_world(n_common=2, n_rare=1, n_two_homes=1, copies=4)
+    tok, model = w.tokenizer, _tiny_gpt(w.tokenizer.vocab_size)
+    prompt, (a, b) = "Q0 lives_in", w.truth["Q0 lives_in"]
+    for answer in (f"{a} .", f"{a} {b} .", b):
+        naive, context = 0.0, prompt  # one forward per word, the next token's probability each time
+        for word in answer.split():
+            naive += float(R.answer_log_probs(model, tok, [context])[0, tok.stoi[word]])
+            context += " " + word
+        assert R.continuation_log_prob(model, tok, prompt, answer) == pytest.approx(naive, abs=1e-5)
+    assert model.training  # the probe restores the mode
+    with pytest.raises(TypeError, match="continuation"):
+        R.continuation_log_prob(model, tok, prompt, 3)
+    with pytest.raises(ValueError, match="prompt"):
+        R.continuation_log_prob(model, tok, "  ", a)
+    with pytest.raises(ValueError, match="vocabulary"):
+        R.continuation_log_prob(model, tok, prompt, "Paris")
+
+
 def test_train_tiny_runs_and_records():
     w = R.city_world(n_common=2, n_rare=1, n_two_homes=0, copies=4)
     run = R.train_tiny(w.corpus, max_steps=4)

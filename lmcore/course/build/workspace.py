@@ -262,7 +262,6 @@ _LEFT_OUT = {  # README sections whose content answers the notebooks' exercises 
         "draws its own after you have tried.\n\n"
     ),
 }
-_RESULTS_LEFT_OUT = _LEFT_OUT["Results"]
 
 
 def learner_readme(text: str) -> str:

@@ -417,6 +417,7 @@ def check_decode_step(fn, *, quiet: bool = False) -> bool:
         explain=_explain_cache,
         forbid={
             "lmcore.course.rewards.inference.forward_cached": "write the step yourself",
+            "lmcore.course.rewards.inference._cached_pass": "write the step yourself",
             "lmcore.model.GPT.forward": _RECOMPUTE,
             "lmcore.model.GPT.hidden_states": _RECOMPUTE,
             "lmcore.model.Block.forward": "write the block's attention step yourself",

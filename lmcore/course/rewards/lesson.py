@@ -17,6 +17,8 @@ import torch
 
 from ..._validate import require_int_scalar, require_tensor
 from ...data import DocumentCorpus
+from ...loss import causal_lm_loss
+from ...shift import IGNORE_INDEX
 from ..toys import WordTokenizer
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "expected_epochs",
     "answer_log_probs",
     "answer_nll",
+    "continuation_log_prob",
     "set_nll",
     "group_means",
 ]
@@ -161,6 +164,30 @@ def answer_nll(model, tok, prompts, answers) -> torch.Tensor:
     """(n,) the loss ``-ln q(answer | prompt)`` of one reference answer per prompt."""
     lp = answer_log_probs(model, tok, prompts)
     return -lp[torch.arange(len(prompts)), torch.tensor([tok.stoi[a] for a in answers])]
+
+
+@torch.no_grad()
+def continuation_log_prob(model, tok, prompt: str, continuation: str) -> float:
+    """``ln q(continuation | prompt)``: the log-probability of a whole continuation, each of its
+    tokens given the prompt and the tokens before it (the chain rule), in one forward pass.
+
+    It is minus the summed causal-LM loss of ``prompt + continuation`` with the prompt's targets
+    ignored, so the shift is :func:`lmcore.causal_lm_loss`'s.
+    """
+    for name, text in (("prompt", prompt), ("continuation", continuation)):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str; got {type(text).__name__}.")
+        if not text.split():
+            raise ValueError(f"{name} must hold at least one word; got {text!r}.")
+    n_prompt = len(tok.encode(prompt))
+    ids = torch.tensor([tok.encode(prompt) + tok.encode(continuation)])
+    labels = ids.clone()
+    labels[:, :n_prompt] = IGNORE_INDEX  # position 0 is never a target; the prompt's others are not scored
+    was = model.training
+    model.eval()
+    nll = causal_lm_loss(model(ids).double(), labels, reduction="sum")
+    model.train(was)
+    return -float(nll)
 
 
 def set_nll(logits, acceptable) -> float:
