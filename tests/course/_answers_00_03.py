@@ -67,6 +67,10 @@ ANSWERS["surprise"] = Answers(
             lambda p: float(start_lesson.surprise_line(p).split("loss = ")[1].split()[0]),
             "that is the reference",
         ),
+        "handcalc_nll_of_two_logits": (  # -ln p as the loss of the logits [ln p, ln(1 - p)]
+            lambda p: handcalc.nll([math.log(p), math.log(max(1 - p, 1e-300))], 0),
+            "notebook 01's loss",
+        ),
     },
 )
 
@@ -135,6 +139,7 @@ ANSWERS["stable_softmax"] = Answers(
     refused={
         "reference": (lambda z: handcalc.softmax(z), "write it yourself"),
         "torch_softmax": (lambda z: torch.softmax(torch.from_numpy(z), 0).numpy(), "write it yourself"),
+        "exp_minus_handcalc_logsumexp": (lambda z: np.exp(z - handcalc.logsumexp(z)), "write it yourself"),
     },
 )
 

@@ -50,21 +50,22 @@ _SOFTMAXES = [
     "torch.ops.aten._softmax",
     "torch.ops.aten.log_softmax",
     "torch.ops.aten._log_softmax",
-]
-_LOSSES = _SOFTMAXES + [
-    "lmcore.handcalc.nll",
+    # exp(z - logsumexp(z)) is the softmax too, with the stable step done by the library
     "lmcore.handcalc.logsumexp",
     "torch.logsumexp",
     "torch.Tensor.logsumexp",
     "torch.special.logsumexp",
     "torch.ops.aten.logsumexp",
+    "scipy.special.logsumexp",
+]
+_LOSSES = _SOFTMAXES + [
+    "lmcore.handcalc.nll",
     "torch.nn.functional.cross_entropy",
     "torch.nn.functional.nll_loss",
     "torch._C._nn.cross_entropy_loss",
     "torch._C._nn.nll_loss",
     "torch._C._nn.nll_loss_nd",
     "torch._C._nn.nll_loss2d",
-    "scipy.special.logsumexp",
 ]
 
 

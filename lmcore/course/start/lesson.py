@@ -99,7 +99,10 @@ def check_surprise(fn) -> bool:
             "the loss is minus the natural log of p: -math.log(p); base 2 gives bits, not nats.",
         ),
         forbid={
-            "lmcore.course.start.lesson.surprise_reference": "that is the reference: one line of math does it"
+            "lmcore.course.start.lesson.surprise_reference": "that is the reference: one line of math does it",
+            # -ln p is notebook 01's loss of the logits [ln p, ln(1 - p)]: one line of math does it here
+            "lmcore.handcalc.nll": "that is notebook 01's loss: one line of math does it",
+            "lmcore.handcalc.log_softmax": "that is notebook 01's log-softmax: one line of math does it",
         },
     )
 
