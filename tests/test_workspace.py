@@ -396,8 +396,11 @@ def test_the_learners_readme_leaves_out_the_results_that_answer_predicts():
     assert "0.5498" not in mine and "leaves them out" in mine
     sections = re.findall(r"^## (.+)$", readme, flags=re.M)
     assert re.findall(r"^## (.+)$", mine, flags=re.M) == sections
-    after = readme.index("\n## ", readme.index("\n## Figures\n") + 1)
+    after = readme.index("\n## ", readme.index("\n## Using lmcore in your own code\n") + 1)
     assert mine.endswith(readme[after:]) and mine.startswith(readme[: readme.index("\n## Results\n")])
+    # and the API examples, whose accumulation line names 05's denominator
+    assert "num_items=n_valid_in_whole_accumulated_batch" in readme
+    assert "num_items=n_valid_in_whole_accumulated_batch" not in mine
     # the figures (06's block-diagonal mask and reset positions, 09's floor) are left out too
     assert "packing_block_diagonal.png" in readme and "packing_block_diagonal.png" not in mine
     assert ws.learner_readme("# x\n## A\na\n") == "# x\n## A\na\n"

@@ -24,9 +24,11 @@ A signature (the set of failing rows) names a *class* of bug, not one bug. Teste
 - logit_scale: the logits rescaled inside the loss (a temperature, logits / 2), caught at any
   factor a with |a - 1| above the bound the passing row prints;
 - zero_logits, logit_scale: a cross-entropy in low precision (bf16);
-- zero_logits, first_loss: a loss in bits, or summed instead of averaged;
+- zero_logits, first_loss: a loss in bits, or summed instead of averaged, or divided by a global
+  num_items not declared (num_items_ratio=) that is far from the batch's own count;
 - zero_logits: a denominator that counts tokens instead of targets, or a global num_items not
-  declared (num_items_ratio=); these two share the signature, the detail names the count;
+  declared that is within first_loss_tol of the batch's own count (1.05 times it, say); these
+  share the signature, the detail names the count;
 - all_scored: positions not scored: intended prompt masking not declared (unscored=), real
   tokens masked by id; with unscored= declared, a loss whose prompt mask disagrees with the
   declaration (by one position at the template: the detail says so; tests/test_diagnose_templates.py);

@@ -106,3 +106,14 @@ def test_every_incident_is_cited_and_the_notebook_cites_the_same():
 def test_an_unknown_key_names_the_choices():
     with pytest.raises(ValueError, match="correct_packed"):
         I.diagnose_incident("no_such_bug")
+
+
+def test_a_global_num_items_shares_the_count_bugs_signature_only_near_the_batchs_count():
+    assert I.global_num_items_failed(1.0) == ()  # the correct loss itself
+    assert I.global_num_items_failed(1.05) == ("zero_logits",)  # as count_plus_one
+    for ratio in (2.0, 4.0):  # accumulation over a few micro-batches: the first loss moves too
+        assert set(I.global_num_items_failed(ratio)) == {"zero_logits", "first_loss"}
+    with pytest.raises(ValueError, match="ratio"):
+        I.global_num_items_failed(0)
+    with pytest.raises(TypeError, match="ratio"):
+        I.global_num_items_failed("2")

@@ -29,6 +29,10 @@ def test_each_run_has_the_config_and_corpus_the_code_would_train_now():
         )
         steps = [h["step"] for h in run["history"]]
         assert steps[0] == 0 and steps[-1] == run["steps"] and steps == sorted(steps)
+        em = FE.committed_exact_match(run["high"], run["ops"], run["steps"])
+        assert em["n_seen"] > 0 and 0 <= em["seen"] <= 1
+        assert (em["unseen"] is None) == (em["n_unseen"] == 0) and 0 <= (em["unseen"] or 0) <= 1
+    assert FE.committed_exact_match(99, "+", 600)["n_unseen"] == 200  # the wide range: many never seen
 
 
 @pytest.mark.slow

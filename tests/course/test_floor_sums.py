@@ -140,3 +140,52 @@ def test_gap_breakdown_by_hand():
     parts = FT.gap_breakdown(table)
     assert parts["prompt digits"] == pytest.approx(0.1 / 5) and parts["answer"] == pytest.approx(0.4 / 5)
     assert parts["formatting"] == pytest.approx(0.1 / 5) and parts["total"] == pytest.approx(0.6 / 5)
+
+
+def test_new_turns_are_distinct_and_on_the_right_side_of_training():
+    from lmcore.course.floor.run import floor_corpus
+
+    corpus = floor_corpus(high=99, ops=("+", "-"), n_documents=300)
+    trained = {S.turn_key(TOK.decode(d)) for d in corpus.train}
+    unseen = S.new_turns(corpus, high=99, ops=("+", "-"), n=50)
+    seen = S.new_turns(corpus, high=99, ops=("+", "-"), seen=True, n=20)
+    assert len(unseen) == 50 and len({S.turn_key(t) for t in unseen}) == 50
+    assert not any(S.turn_key(t) in trained for t in unseen)
+    assert 0 < len(seen) <= 20 and all(S.turn_key(t) in trained for t in seen)
+    assert S.new_turns(floor_corpus(high=1, n_documents=200), high=1) == []  # every question trained
+    with pytest.raises(ValueError, match="n"):
+        S.new_turns(corpus, high=99, n=0)
+
+
+class OddOffAdder(Adder):
+    """Right when a is even, one too high when a is odd."""
+
+    def forward(self, x):
+        out = torch.stack([super(OddOffAdder, self).forward(row[None])[0] for row in x])
+        for r, row in enumerate(x.tolist()):
+            if TOK.stoi["<assistant>"] in row and int(TOK.decode(row).split()[1]) % 2:
+                out[r] = Adder(1).forward(x[r : r + 1])[0]
+        return out
+
+
+def test_exact_match_against_greedy_decoding_token_by_token():
+    turns = chat_arithmetic(40, seed=3, high=99)
+    assert S.exact_match(Adder(0), turns) == 1.0 and S.exact_match(Adder(1), turns) == 0.0
+    even = sum(int(t.split()[1]) % 2 == 0 for t in turns) / len(turns)
+    assert 0 < even < 1 and S.exact_match(OddOffAdder(0), turns) == pytest.approx(even)
+    torch.manual_seed(0)  # and a random GPT, against greedy decoding one token at a time
+    model = GPT(GPTConfig(vocab_size=TOK.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16)).double()
+    mixed = chat_arithmetic(30, seed=4, high=99, ops=("+", "-", "*"))
+    naive = []
+    for text in mixed:
+        ids = TOK.encode(text)
+        start = ids.index(TOK.stoi["<assistant>"]) + 1
+        seq = ids[:start]
+        with torch.no_grad():
+            for _ in range(len(ids) - start):
+                seq.append(int(model(torch.tensor([seq]))[0, -1].argmax()))
+        naive.append(seq[start:] == ids[start:])
+    assert S.exact_match(model, mixed) == pytest.approx(sum(naive) / len(naive))
+    assert model.training  # the probe restores the mode
+    with pytest.raises(ValueError, match="turns"):
+        S.exact_match(model, [])

@@ -261,13 +261,20 @@ _LEFT_OUT = {  # README sections whose content answers the notebooks' exercises 
         "masks, the loss floor), so the learner's copy of this README leaves them out; each notebook\n"
         "draws its own after you have tried.\n\n"
     ),
+    "Using lmcore in your own code": (
+        "## Using lmcore in your own code\n"
+        "Its examples call lmcore's loss the way some exercises ask you to work out (the\n"
+        "denominator under gradient accumulation), so the learner's copy of this README leaves them\n"
+        "out; they are in the course repository's README, to read once you have finished the notebooks.\n\n"
+    ),
 }
 
 
 def learner_readme(text: str) -> str:
     """The README as the learner's workspace holds it: its ``## Results`` section (the outcomes
-    of the notebooks' runs, which answer Predict prompts) and its ``## Figures`` section (the
-    pictures of what exercises build) each replaced by a note saying why."""
+    of the notebooks' runs, which answer Predict prompts), its ``## Figures`` section (the
+    pictures of what exercises build) and its API examples (``## Using lmcore in your own code``,
+    whose accumulation line states an exercise's denominator), each replaced by a note saying why."""
     for title, note in _LEFT_OUT.items():
         start = text.find(f"\n## {title}\n")
         if start < 0:

@@ -17,9 +17,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..._validate import require_real
 from ...diagnose import Packing, run_checks
 from ...loss import causal_lm_loss
-from ...shift import IGNORE_INDEX, _restart_positions, labels_from_attention_mask, mask_cross_document_targets
+from ...shift import (
+    IGNORE_INDEX,
+    _restart_positions,
+    labels_from_attention_mask,
+    mask_cross_document_targets,
+    num_valid_targets,
+)
 from ..toys import EOS, PAD, cpu_threads, fit, forward_with_mask
 from .data import L, V, training_batch
 from .lesson import pipeline_gpt
@@ -34,6 +41,7 @@ __all__ = [
     "train_incident",
     "diagnose_incident",
     "incident_rows",
+    "global_num_items_failed",
 ]
 
 STEPS = 40  # enough for every reported loss to fall by more than 0.25
@@ -258,3 +266,19 @@ def incident_rows(key: str) -> dict:
         "failed": report.failed,
         "names_its_class": set(_entry(key).rows) <= set(report.failed),
     }
+
+
+def global_num_items_failed(ratio: float) -> list:
+    """The rows ``run_checks`` fails for the correct padded pipeline whose loss is divided by an
+    undeclared global ``num_items``, ``ratio`` times the batch's own number of targets (as under
+    gradient accumulation over about ``ratio`` micro-batches), on a fresh model."""
+    ratio = require_real("ratio", ratio, min=0)
+    if ratio == 0:
+        raise ValueError("ratio must be positive; got 0.")
+    model, forward, _ = _pipeline("correct")
+
+    def loss_fn(logits, ids, mask):
+        labels = labels_from_attention_mask(ids, mask)
+        return causal_lm_loss(logits, labels, reduction="sum") / (ratio * num_valid_targets(labels))
+
+    return run_checks(forward, loss_fn, vocab_size=V, seq_len=L, pad_id=PAD, eos_id=EOS, model=model).failed

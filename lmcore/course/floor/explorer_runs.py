@@ -3,7 +3,9 @@
 curve at once instead of training for seconds to a minute on every move.
 
 Each run is :func:`lmcore.course.floor.run.train_floor_run` on operands ``0..high`` with the
-operators ``ops`` for ``steps`` steps, for every setting the widget offers (:data:`SETTINGS`).
+operators ``ops`` for ``steps`` steps, for every setting the widget offers (:data:`SETTINGS`),
+with its trained model's greedy exact match on questions its training turns never held and on
+ones they held (:func:`lmcore.course.floor.sums.exact_match`).
 The file records, per run, the training config and the SHA-256 of the corpus's token ids, and
 ``tests/course/test_floor_explorer_runs.py`` fails when either no longer matches what the code
 would train (and retrains one run to compare its curve), so the committed curves cannot drift
@@ -27,6 +29,7 @@ import torch
 from ...data import corpus_fingerprint
 from .lesson import RANGES
 from .run import N_DOCUMENTS, floor_config, floor_corpus, train_floor_run
+from .sums import exact_match, new_turns
 
 __all__ = [
     "EXPLORER_RUNS",
@@ -35,6 +38,7 @@ __all__ = [
     "SETTINGS",
     "run_record",
     "committed_curve",
+    "committed_exact_match",
     "short_curve",
     "write_explorer_runs",
 ]
@@ -67,7 +71,24 @@ def _train(setting) -> dict:
     torch.set_num_threads(1)
     result = train_floor_run(high=high, ops=tuple(ops), **_overrides(steps))
     history = [{k: h[k] for k in _KEEP} for h in result.history]
-    return {**run_record(high, ops, steps), "history": history}
+    return {
+        **run_record(high, ops, steps),
+        "history": history,
+        "exact_match": _exact_match(result, high, ops),
+    }
+
+
+def _exact_match(result, high: int, ops: str) -> dict:
+    """Greedy exact match of the trained model on up to 200 questions its training turns never
+    held (None where they held every one) and on as many they held."""
+    unseen = new_turns(result.corpus, high=high, ops=tuple(ops))
+    seen = new_turns(result.corpus, high=high, ops=tuple(ops), seen=True)
+    return {
+        "unseen": exact_match(result.model, unseen) if unseen else None,
+        "n_unseen": len(unseen),
+        "seen": exact_match(result.model, seen),
+        "n_seen": len(seen),
+    }
 
 
 @lru_cache(maxsize=1)
@@ -83,6 +104,16 @@ def committed_curve(high: int, ops: str, steps: int, path=EXPLORER_RUNS) -> list
         return None
     run = _committed(str(path)).get((high, ops, steps))
     return None if run is None else [dict(h) for h in run["history"]]
+
+
+def committed_exact_match(high: int, ops: str, steps: int, path=EXPLORER_RUNS) -> dict | None:
+    """The committed run's greedy exact match on questions its training turns never held and on
+    ones they held (``unseen``, ``n_unseen``, ``seen``, ``n_seen``), or None if the file lacks it."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    run = _committed(str(path)).get((high, ops, steps))
+    return None if run is None or "exact_match" not in run else dict(run["exact_match"])
 
 
 _TRAINED: dict = {}

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 import torch
 
+from ..._validate import require_int_scalar, require_positive_int
 from ...data import DocumentCorpus, chat_arithmetic
 from .lesson import TOK
 from .run import float64_run
@@ -23,6 +24,9 @@ __all__ = [
     "train_held_out_run",
     "answer_scores",
     "compare_seen_and_held_out",
+    "turn_key",
+    "new_turns",
+    "exact_match",
 ]
 
 
@@ -123,3 +127,48 @@ def compare_seen_and_held_out(scores: dict, held_out) -> dict:
     close = [g.isdigit() and abs(int(g) - (a + b)) <= 1 for a, b, g in misses]
     out["near_misses"] = float(np.mean(close)) if close else float("nan")
     return out
+
+
+def turn_key(text: str) -> tuple:
+    """``(a, op, b)`` of a chat-arithmetic turn ``"<user> a op b = <assistant> c ."``."""
+    parts = text.split()
+    return int(parts[1]), parts[2], int(parts[3])
+
+
+def new_turns(corpus, *, high: int, ops=("+",), seen: bool = False, n: int = 200, seed: int = 1) -> list:
+    """Up to ``n`` distinct turns on operands 0..``high`` with ``ops`` (drawn by the generator with
+    ``seed``) whose ``(a, op, b)`` is absent from ``corpus``'s training turns, or, with ``seen``,
+    present in them: the questions never seen in training, and as many seen ones to compare."""
+    n = require_positive_int("n", n)
+    seed = require_int_scalar("seed", seed)
+    trained = {turn_key(TOK.decode(d)) for d in corpus.train}
+    out = {}
+    for text in chat_arithmetic(50 * n, seed=seed, high=high, ops=tuple(ops)):
+        if (turn_key(text) in trained) == bool(seen):
+            out.setdefault(turn_key(text), text)
+            if len(out) == n:
+                break
+    return list(out.values())
+
+
+@torch.no_grad()
+def exact_match(model, turns) -> float:
+    """The share of ``turns`` whose answer greedy decoding writes exactly: every answer token and
+    the closing ``.`` the argmax after the true prefix (what greedy decoding writes, one token at
+    a time, as long as it is right), in one forward over the turns padded at their end (a causal
+    model's earlier positions cannot see the padding)."""
+    turns = list(turns)
+    if not turns or not all(isinstance(t, str) for t in turns):
+        raise ValueError("turns must be a non-empty list of chat-arithmetic turns (str).")
+    rows = [TOK.encode(t) for t in turns]
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [TOK.pad_id] * (width - len(r)) for r in rows])
+    was_training = model.training
+    model.eval()
+    guess = model(ids.to(next(model.parameters()).device)).argmax(-1).cpu()  # guess[:, t] for token t + 1
+    model.train(was_training)
+    right = 0
+    for k, r in enumerate(rows):
+        start = r.index(TOK.stoi["<assistant>"]) + 1  # the answer's first token
+        right += bool((guess[k, start - 1 : len(r) - 1] == ids[k, start : len(r)]).all())
+    return right / len(rows)

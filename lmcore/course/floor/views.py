@@ -9,7 +9,7 @@ import math
 from ...data import chat_arithmetic_entropy
 from ..style import COLORS, new_figure
 from ..widgets import live_figure
-from .explorer_runs import STEPS, short_curve
+from .explorer_runs import STEPS, committed_exact_match, short_curve
 from .lesson import RANGES
 from .tokens import ROLES
 
@@ -76,8 +76,10 @@ def plot_slot_breakdown(rows, *, title: str | None = None):
 
 def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: int = 150):
     """Left: a short run on operands 0..high against its exact floor. Right: the floor per
-    target for every range in :data:`RANGES`, this one marked. ``history`` (a run's records)
-    is drawn instead of the explorer's run for this setting."""
+    target for every range in :data:`RANGES`, this one marked; the explorer's run also prints its
+    greedy exact match on questions seen and never seen in training. ``history`` (a run's
+    records) is drawn instead of the explorer's run for this setting (without exact match)."""
+    history_given = history
     history = history if history is not None else short_curve(high, ops, steps)
     floor = chat_arithmetic_entropy(high=high, ops=tuple(ops))
     fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.6)
@@ -93,6 +95,19 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
         title=f"0..{high}, ops {' '.join(ops)}, {history[-1]['step']} steps: gap {history[-1]['val_loss'] - floor:+.4f}",
     )
     ax.legend(fontsize=8)
+    if history_given is None and (em := committed_exact_match(high, ops, steps)) is not None:
+        unseen = (
+            f"{em['unseen']:.0%} of {em['n_unseen']} never seen"
+            if em["unseen"] is not None
+            else "training held every question"
+        )
+        ax.text(
+            0.02,
+            0.04,
+            f"greedy exact match: {em['seen']:.0%} of {em['n_seen']} seen in training, {unseen}",
+            transform=ax.transAxes,
+            fontsize=8,
+        )
     for o, style in (("+", "-"), ("+-*", "--")):
         bx.plot(
             RANGES,
