@@ -135,6 +135,8 @@ ANSWERS["stable_softmax"] = Answers(
         "naive": "its exp overflows",
         "min_shift": "its exp overflows",
         "mean_shift": "its exp overflows",
+        "unnormalised": "add up to",
+        "divided_by_max": "add up to",
     },
     refused={
         "reference": (lambda z: handcalc.softmax(z), "write it yourself"),
@@ -313,9 +315,13 @@ ANSWERS["mean_nll"] = Answers(
             np.mean([np.logaddexp.reduce(z / T) - z[t] for z, t in zip(Z, y) if t != -100])
         ),
         "max_over_the_whole_batch": _mean_nll_batch_max,
+        "median_of_the_losses": lambda Z, y, T=1.0: float(
+            np.median([np.logaddexp.reduce(z / T) - z[t] / T for z, t in zip(Z, y) if t != -100])
+        ),
     },
     first_hints={
         "max_over_the_whole_batch": "is it the right one for every row?",
+        "median_of_the_losses": "does every scored position count the same",
     },
     refused={
         "reference": (lambda Z, y, T=1.0: sm_lesson.mean_nll_reference(Z, y, T), "write it yourself"),
@@ -907,8 +913,7 @@ def _lm_onehot(z, y):  # the target's log-probability by a one-hot product
     return (-(picked * valid).sum() / valid.sum()).float()
 
 
-@torch.no_grad()
-def _lm_rows_no_grad(z, y):  # row by row, a running sum and count (a row may have none)
+def _lm_rows(z, y):  # row by row, a running sum and count (a row may have none)
     total, count = torch.zeros((), dtype=torch.float64), 0
     for row, labels in zip(z, y):
         logp = torch.log_softmax(row[:-1].double(), -1)
@@ -940,7 +945,7 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "float32_boolean_index": _lm_float32_boolean_index,
         "logsumexp_minus_logit": _lm_lse_minus_logit,
         "onehot_product": _lm_onehot,
-        "rows_no_grad": _lm_rows_no_grad,
+        "rows_loop": _lm_rows,
     },
     wrong={
         "unshifted": lambda z, y: _lm_wrong(z, y, shift=False),
@@ -951,6 +956,8 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "log_of_softmax": lambda z, y: _lm_wrong(z, y, logp=lambda t: torch.log(torch.softmax(t, -1))),
         "softmax_over_positions": lambda z, y: _lm_wrong(z, y, logp=lambda t: torch.log_softmax(t, 1)),
         "gathers_minus_100": lambda z, y: -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:, None]).mean(),
+        "a_python_float": lambda z, y: float(_lm_gather(z, y)),
+        "under_no_grad": torch.no_grad()(_lm_rows),
     },
     refused={
         "lmcore_loss": (lambda z, y: causal_lm_loss(z, y), "that is lmcore's loss"),
@@ -1031,6 +1038,12 @@ def _gn_stale(model, ids, reduction):  # no zero_grad: adds to the earlier backw
     return {"loss": loss.item(), "grad_norm": squares**0.5}
 
 
+def _gn_then_a_step(model, ids, reduction):  # the right numbers, then an optimizer step on the model
+    out = _gn_solution(model, ids, reduction)
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    return out
+
+
 ANSWERS["my_loss_and_grad_norm"] = Answers(
     check=seq.check_loss_and_grad_norm,
     right={
@@ -1041,6 +1054,7 @@ ANSWERS["my_loss_and_grad_norm"] = Answers(
         "wrapped": _gn_wrapped,
     },
     wrong={
+        "then_steps_the_optimizer": _gn_then_a_step,
         "stale_gradients": _gn_stale,
         "ignores_reduction": lambda m, ids, r: _gn_solution(m, ids, "mean"),
         "sum_of_norms": _gn_changed(lambda m, out: float(sum(p.grad.norm() for p in m.parameters()))),

@@ -628,7 +628,6 @@ ANSWERS["accumulate_gradients"] = Answers(
         "sum_then_scale": _acc_sum_then_scale,
         "float32_loss": _acc_float32,
         "collect_then_num_items": _acc_collect_first,
-        "own_mean_times_count": _acc_own_mean_times_count,
         "wrapped_shifted_count": _acc_wrapped,
     },
     wrong={
@@ -640,6 +639,8 @@ ANSWERS["accumulate_gradients"] = Answers(
         "zero_grad_each": _acc_variant(zero=True),
         "logged_mean_of_micro_losses": _acc_variant(log="mean of micro"),
         "no_grad_decorated": _acc_no_grad,
+        # each mean times its own count: 0/0 on a micro-batch with no valid target
+        "own_mean_times_count": _acc_own_mean_times_count,
     },
     refused={
         "lmcore_train_loop": (_acc_lmcore_loop, "lmcore.train's own loop does this"),

@@ -954,6 +954,10 @@ def _chance_penalty(logits, allowed, token):  # a finite penalty: enough at logi
     return torch.softmax(logits - 1e4 * (~_keep(logits, allowed)), -1)[..., token]
 
 
+def _chance_set_to_minus_1e4(logits, allowed, token):  # forbidden logits set to -1e4, not to -inf
+    return torch.softmax(logits.masked_fill(~_keep(logits, allowed), -1e4), -1)[..., token]
+
+
 def _chance_forbidden_too(logits, allowed, token):  # the renormalised chance, even for a forbidden token
     return torch.exp(logits[..., token] - torch.logsumexp(logits[..., list(allowed)], -1))
 
@@ -988,6 +992,7 @@ ANSWERS["my_constrained_chance"] = Answers(
         "free_renormalised": _chance_free_renormalised,
         "exp_without_max": _chance_exp_over_allowed,
         "finite_penalty": _chance_penalty,
+        "set_to_minus_1e4": _chance_set_to_minus_1e4,
         "forbidden_token_too": _chance_forbidden_too,
         "in_place": _chance_in_place,
         "whole_row": _chance_whole_row,

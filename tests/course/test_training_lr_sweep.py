@@ -26,6 +26,12 @@ def test_each_curve_is_a_plain_fit_of_the_same_model_on_the_same_batches(corpus)
     again = fit(model, lambda step: corpus.batch("train", 8, 32, generator=g)["input_ids"], steps=6, lr=3e-3)
     assert s["curves"][3e-3] == again
     assert s["ln_v"] == math.log(corpus.vocab_size) and s["lrs"] == [3e-3]
+    wide = lr_sweep(corpus, [3e-3], steps=3, seed=2, n_val=4, batch_size=5)  # rows per step
+    g = torch.Generator().manual_seed(2)
+    model = toy_gpt(corpus.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=32, seed=2)
+    assert wide["curves"][3e-3] == fit(
+        model, lambda step: corpus.batch("train", 5, 32, generator=g)["input_ids"], steps=3, lr=3e-3
+    )
 
 
 @pytest.mark.slow
@@ -48,6 +54,8 @@ def test_lr_sweep_checks_its_arguments(corpus):
         lr_sweep(corpus, [1e-3], steps=0)
     with pytest.raises((TypeError, ValueError), match="seed"):
         lr_sweep(corpus, [1e-3], seed=-1)
+    with pytest.raises((TypeError, ValueError), match="batch_size"):
+        lr_sweep(corpus, [1e-3], batch_size=0)
 
 
 def test_the_plot_draws_every_rate(corpus):

@@ -315,7 +315,9 @@ def _chance_cases() -> list[Case]:
     huge = torch.tensor([30_000.0, 2.0, -1.0, 29_990.0], dtype=torch.float64)
     low = torch.tensor([-800.0, -790.0, 5.0, -900.0], dtype=torch.float64)
     high = torch.tensor([2_000.0, 1_990.0, 0.0, 2_005.0], dtype=torch.float64)  # past any clamp at 1000
+    deep = torch.tensor([-30_000.0, -30_002.0, 0.0], dtype=torch.float64)  # below any finite mask value
     return cases + [
+        Case((deep, [0, 1], 0), label="logits [-30000, -30002, 0], tokens 0 and 1 allowed, token 0"),
         Case((high, [0, 1], 0), label="logits [2000, 1990, 0, 2005], tokens 0 and 1 allowed, token 0"),
         Case((spread, [1, 3], 1), label="logits [9, -4, 5, -8, 0], tokens 1 and 3 allowed, token 1"),
         Case((huge, [1, 2], 2), label="logits [30000, 2, -1, 29990], tokens 1 and 2 allowed, token 2"),

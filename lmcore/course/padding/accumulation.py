@@ -74,22 +74,25 @@ def rank_gradients(seed: int = 0, world_size: int = 2) -> dict:
     return out
 
 
-def ragged_micro_batches(seed: int, n_micro: int):
+def ragged_micro_batches(seed: int, n_micro: int, empty: int | None = None):
     """``n_micro`` micro-batches of 2 right-padded rows each, every micro-batch with its own
-    length L (12, 6, 9 or 4: no two neighbours alike) and uneven padding: a list of ``(input_ids, labels)``."""
+    length L (12, 6, 9 or 4: no two neighbours alike) and uneven padding: a list of ``(input_ids, labels)``.
+    With ``empty``, micro-batch number ``empty`` has no valid target (every label -100, as a chunk of
+    prompt-only rows in completion training)."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for k in range(n_micro):
         L = (12, 6, 9, 4)[(seed + k) % 4]
         lens = torch.randint(2, L + 1, (2,), generator=g)
-        out.append(right_padded(torch.randint(3, len(TOKENS), (2, L), generator=g), lens))
+        ids, labels = right_padded(torch.randint(3, len(TOKENS), (2, L), generator=g), lens)
+        out.append((ids, torch.full_like(labels, IGNORE_INDEX) if k == empty else labels))
     return out
 
 
-def _one_forward_reference(seed: int, n_micro: int):
+def _one_forward_reference(seed: int, n_micro: int, empty: int | None = None):
     """The full batch's gradients and mean loss: every row padded to the longest micro-batch's L
     and concatenated, one forward (causal, right padding: the padding changes no real logit)."""
-    micro = ragged_micro_batches(seed, n_micro)
+    micro = ragged_micro_batches(seed, n_micro, empty)
     L = max(ids.shape[1] for ids, _ in micro)
     ids = torch.cat([F.pad(x, (0, L - x.shape[1]), value=PAD) for x, _ in micro])
     labels = torch.cat([F.pad(y, (0, L - y.shape[1]), value=IGNORE_INDEX) for _, y in micro])
@@ -99,10 +102,10 @@ def _one_forward_reference(seed: int, n_micro: int):
     return {"the model's gradients": flat_grad(model), "the mean loss you return": float(loss)}
 
 
-def _learner_run(accumulate, seed: int, n_micro: int):
+def _learner_run(accumulate, seed: int, n_micro: int, empty: int | None = None):
     """Run ``accumulate(model, micro_batches)`` with the micro-batches as a one-pass iterator and
     every forward recorded; refuse anything but one forward per micro-batch, in order."""
-    model, micro = toy_model(seed), ragged_micro_batches(seed, n_micro)
+    model, micro = toy_model(seed), ragged_micro_batches(seed, n_micro, empty)
     shapes, backwards = [], []
     hook = model.register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))
     # every forward reads the first weight, so each backward pass computes its gradient once
@@ -144,10 +147,10 @@ def check_accumulation(fn, quiet: bool = False):
     cases = [
         Case((s, k), label=f"{k} micro-batches of 2 rows, each its own length and padding (seed {s})")
         for s, k in ((0, 2), (1, 3), (2, 4))
-    ]
+    ] + [Case((3, 3, 1), label="3 micro-batches of 2 rows, the second with no valid target (seed 3)")]
     return check(
         "accumulate_gradients",
-        lambda s, k: _learner_run(fn, s, k),
+        lambda s, k, empty=None: _learner_run(fn, s, k, empty),
         _one_forward_reference,
         cases,  # the kit's tolerances: a loss from float32 logits is right (off by ~4e-8 here, every
         # wrong variant by > 0.06); atol 1e-9, rtol 1e-6 rejected it (issue 38)

@@ -135,8 +135,15 @@ def check_causal_lm_loss(fn, quiet: bool = False):
 
     @functools.wraps(fn)  # the learner's name, for show_solution's pointer
     def by_hand(logits, labels):
+        logits = logits.detach().requires_grad_(True)  # as a model's logits arrive in training
         with builtin_losses_off():
-            return fn(logits, labels)
+            loss = fn(logits, labels)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
+            raise TypeError(
+                "your loss is not connected to the logits by autograd (a number, or a tensor cut from "
+                "the graph): loss.backward() could not train the model. Which step leaves the graph?"
+            )
+        return loss.detach()
 
     return check(
         "causal_lm_loss",
@@ -207,7 +214,14 @@ def _after_a_backward(fn):
     def call(model, ids, reduction, stale):
         if stale:
             causal_lm_loss(model(ids.flip(1)), ids.flip(1)).backward()
-        return fn(model, ids, reduction)
+        weights = [p.detach().clone() for p in model.parameters()]
+        out = fn(model, ids, reduction)
+        if any(not torch.equal(w, p) for w, p in zip(weights, model.parameters())):
+            raise ValueError(
+                "your function changed the model's weights: it should measure the loss and the "
+                "gradient's norm of this batch, as a step computes them before the optimizer moves anything"
+            )
+        return out
 
     return call
 

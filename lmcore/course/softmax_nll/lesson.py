@@ -129,7 +129,16 @@ def _softmax_cases(seed: int = 0) -> list[Case]:
 def _explain_softmax(fn, case, expected, got) -> str:
     """A non-finite softmax on this case, asked about as overflow or all-underflow ("" otherwise)."""
     (z,) = case.args
-    if np.all(np.isfinite(np.asarray(got, dtype=float))):
+    try:
+        p = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        return ""
+    if np.all(np.isfinite(p)):
+        if p.shape == np.shape(z) and abs(float(p.sum()) - 1.0) > 1e-6:
+            return (
+                f"your probabilities add up to {float(p.sum()):.6g}: what must the probabilities of "
+                "all V tokens add up to, and which step makes them do so?"
+            )
         return ""
     return (
         f"on {case.label} your result is not finite. After whatever you subtract from z, is some "
@@ -286,6 +295,14 @@ def _mean_nll_cases(seed: int = 5) -> list[Case]:
             (a([[0.0, 5.0], [5.0, 0.0], [1.0, 2.0]]), a([-100, -100, 1]), 0.5),
             label="Z (3, 2), y = [-100, -100, 1], T = 0.5 (one valid target)",
         ),
+        Case(
+            (
+                a([[3.0, 0.0, 0.0], [3.0, 0.0, 0.0], [3.0, 0.0, 0.0], [0.0, 0.0, 3.0], [2.0, 1.0, 0.0]]),
+                a([0, 0, 0, 1, 0]),
+                1.0,
+            ),
+            label="Z (5, 3), y = [0, 0, 0, 1, 0], T = 1 (five targets, one much costlier)",
+        ),
     ]
     rng = np.random.default_rng(seed)
     for scale, T in ((1.0, 1.0), (5.0, 0.5), (300.0, 3.0), (2.0, 0.1)):
@@ -306,6 +323,15 @@ def _explain_mean_nll(fn, case, expected, got) -> str:
     except (TypeError, ValueError):
         return ""
     if math.isfinite(g):
+        S, y = np.asarray(Z, dtype=np.float64) / T, np.asarray(case.args[1])
+        keep = y != -100
+        losses = np.logaddexp.reduce(S[keep], axis=1) - S[keep, y[keep]]
+        if len(losses) > 2 and abs(g - float(np.median(losses))) < 1e-6 * (1 + abs(g)):
+            return (
+                f"your result, {g:.4g}, is the middle one of the batch's {len(losses)} position losses, and "
+                "it would not move if the costliest position cost twice as much: does every scored "
+                "position count the same in the number a training loop logs?"
+            )
         return ""
     tops = np.asarray(Z, dtype=np.float64).max(axis=1) / T
     if tops.max() - tops.min() > 700:

@@ -53,11 +53,19 @@ class Ledger:
 LEDGER = Ledger()
 
 
-def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n_val: int = 64) -> dict:
+def lr_sweep(
+    corpus,
+    lrs: Sequence[float],
+    *,
+    steps: int = 200,
+    seed: int = 0,
+    n_val: int = 64,
+    batch_size: int = _BATCH,
+) -> dict:
     """Train one fresh GPT (``toy_gpt``: 1 layer, width 32, context 32, seeded by ``seed``) per
     learning rate in ``lrs`` for ``steps`` AdamW steps at that constant rate, on the same batches
-    of ``corpus``'s training split (8 rows of 32 characters, drawn from a generator seeded by
-    ``seed``). Returns ``{"lrs", "curves": {lr: training losses}, "val": {lr: held-out loss on
+    of ``corpus``'s training split (``batch_size`` rows of 32 characters, 8 by default, drawn from
+    a generator seeded by ``seed``). Returns ``{"lrs", "curves": {lr: training losses}, "val": {lr: held-out loss on
     n_val validation windows}, "ln_v", "started"}`` (``started``: when the sweep began, on the
     counter ``lr_prediction`` stamps each recorded prediction with); a run whose loss became non-finite keeps its curve up to
     there and scores ``inf``."""
@@ -67,6 +75,7 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
     require_int_scalar("steps", steps, min=1)
     require_int_scalar("seed", seed, min=0)
     require_int_scalar("n_val", n_val, min=1)
+    require_int_scalar("batch_size", batch_size, min=1)
     started = LEDGER.stamp()
     V = corpus.vocab_size
     val = eval_windows(corpus, n_val, _BLOCK)
@@ -74,7 +83,7 @@ def lr_sweep(corpus, lrs: Sequence[float], *, steps: int = 200, seed: int = 0, n
     for lr in lrs:
         model = toy_gpt(V, block_size=_BLOCK, n_layer=1, n_head=2, n_embd=_WIDTH, seed=seed)
         data = torch.Generator().manual_seed(seed)
-        batch = lambda step, data=data: corpus.batch("train", _BATCH, _BLOCK, generator=data)["input_ids"]
+        batch = lambda step, data=data: corpus.batch("train", batch_size, _BLOCK, generator=data)["input_ids"]
         curves[lr] = fit(model, batch, steps=steps, lr=lr)
         with torch.no_grad(), cpu_threads(1):
             model.eval()
