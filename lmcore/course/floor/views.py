@@ -101,13 +101,8 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
             if em["unseen"] is not None
             else "training held every question"
         )
-        ax.text(
-            0.02,
-            0.04,
-            f"greedy exact match: {em['seen']:.0%} of {em['n_seen']} seen in training, {unseen}",
-            transform=ax.transAxes,
-            fontsize=8,
-        )
+        exact = f"greedy exact match: {em['seen']:.0%} of {em['n_seen']} seen in training, {unseen}"
+        ax.set_title(f"{ax.get_title()}\n{exact}", fontsize=9)  # above the axes: never over the curve
     for o, style in (("+", "-"), ("+-*", "--")):
         bx.plot(
             RANGES,
