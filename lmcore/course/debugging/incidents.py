@@ -272,9 +272,7 @@ def global_num_items_failed(ratio: float) -> list:
     """The rows ``run_checks`` fails for the correct padded pipeline whose loss is divided by an
     undeclared global ``num_items``, ``ratio`` times the batch's own number of targets (as under
     gradient accumulation over about ``ratio`` micro-batches), on a fresh model."""
-    ratio = require_real("ratio", ratio, min=0)
-    if ratio == 0:
-        raise ValueError("ratio must be positive; got 0.")
+    ratio = require_real("ratio", ratio, min=0.0, min_inclusive=False)
     model, forward, _ = _pipeline("correct")
 
     def loss_fn(logits, ids, mask):

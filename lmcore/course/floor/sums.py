@@ -27,6 +27,7 @@ __all__ = [
     "turn_key",
     "new_turns",
     "exact_match",
+    "exact_rows",
 ]
 
 
@@ -41,8 +42,8 @@ def held_out_sums(n_pairs: int = 10, *, seed: int = 0, high: int = 9) -> frozens
 
 
 def _operands(text: str) -> tuple:
-    parts = text.split()  # "<user> a + b = <assistant> c ."
-    return int(parts[1]), int(parts[3])
+    a, _, b = turn_key(text)
+    return a, b
 
 
 def training_sum_counts(corpus) -> Counter:
@@ -84,7 +85,6 @@ def answer_scores(model, *, high: int = 9) -> dict:
             start = ids.index(TOK.stoi["<assistant>"])  # logits here predict c's 1st
             ans = slice(start, start + len(str(a + b)))
             nll = -torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), x[0, 1:]]
-            correct = bool((logits[start : ans.stop + 1].argmax(-1) == x[0, start + 1 : ans.stop + 2]).all())
             seq, digits = ids[: start + 1], ""
             for _ in range(3):  # greedy: its digits
                 nxt = int(model(torch.tensor([seq], device=x.device))[0, -1].argmax())
@@ -95,9 +95,10 @@ def answer_scores(model, *, high: int = 9) -> dict:
             out["a"].append(a)
             out["b"].append(b)
             out["answer_nll"].append(float(nll[ans].mean()))
-            out["correct"].append(correct)
             out["greedy"].append(digits)
     model.train(was_training)
+    turns = [f"<user> {a} + {b} = <assistant> {a + b} ." for a, b in zip(out["a"], out["b"])]
+    out["correct"] = exact_rows(model, turns)
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -151,11 +152,17 @@ def new_turns(corpus, *, high: int, ops=("+",), seen: bool = False, n: int = 200
     return list(out.values())
 
 
-@torch.no_grad()
 def exact_match(model, turns) -> float:
-    """The share of ``turns`` whose answer greedy decoding writes exactly: every answer token and
-    the closing ``.`` the argmax after the true prefix (what greedy decoding writes, one token at
-    a time, as long as it is right), in one forward over the turns padded at their end (a causal
+    """The share of ``turns`` whose answer greedy decoding writes exactly (:func:`exact_rows`)."""
+    rows = exact_rows(model, turns)
+    return sum(rows) / len(rows)
+
+
+@torch.no_grad()
+def exact_rows(model, turns) -> list:
+    """For each of ``turns``, whether greedy decoding writes its answer exactly: every answer token
+    and the closing ``.`` the argmax after the true prefix (what greedy decoding writes, one token
+    at a time, as long as it is right), in one forward over the turns padded at their end (a causal
     model's earlier positions cannot see the padding)."""
     turns = list(turns)
     if not turns or not all(isinstance(t, str) for t in turns):
@@ -167,8 +174,8 @@ def exact_match(model, turns) -> float:
     model.eval()
     guess = model(ids.to(next(model.parameters()).device)).argmax(-1).cpu()  # guess[:, t] for token t + 1
     model.train(was_training)
-    right = 0
+    right = []
     for k, r in enumerate(rows):
         start = r.index(TOK.stoi["<assistant>"]) + 1  # the answer's first token
-        right += bool((guess[k, start - 1 : len(r) - 1] == ids[k, start : len(r)]).all())
-    return right / len(rows)
+        right.append(bool((guess[k, start - 1 : len(r) - 1] == ids[k, start : len(r)]).all()))
+    return right

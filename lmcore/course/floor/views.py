@@ -79,8 +79,8 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
     target for every range in :data:`RANGES`, this one marked; the explorer's run also prints its
     greedy exact match on questions seen and never seen in training. ``history`` (a run's
     records) is drawn instead of the explorer's run for this setting (without exact match)."""
-    history_given = history
-    history = history if history is not None else short_curve(high, ops, steps)
+    explorers_run = history is None  # the committed run, whose exact match is on record too
+    history = short_curve(high, ops, steps) if explorers_run else history
     floor = chat_arithmetic_entropy(high=high, ops=tuple(ops))
     fig, (ax, bx) = new_figure(1, 2, width=9.6, height=3.6)
     steps_ = [h["step"] for h in history]
@@ -95,7 +95,7 @@ def plot_floor_explorer(high: int = 9, ops: str = "+", *, history=None, steps: i
         title=f"0..{high}, ops {' '.join(ops)}, {history[-1]['step']} steps: gap {history[-1]['val_loss'] - floor:+.4f}",
     )
     ax.legend(fontsize=8)
-    if history_given is None and (em := committed_exact_match(high, ops, steps)) is not None:
+    if explorers_run and (em := committed_exact_match(high, ops, steps)) is not None:
         unseen = (
             f"{em['unseen']:.0%} of {em['n_unseen']} never seen"
             if em["unseen"] is not None

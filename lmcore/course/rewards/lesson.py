@@ -179,10 +179,12 @@ def continuation_log_prob(model, tok, prompt: str, continuation: str) -> float:
             raise TypeError(f"{name} must be a str; got {type(text).__name__}.")
         if not text.split():
             raise ValueError(f"{name} must hold at least one word; got {text!r}.")
-    n_prompt = len(tok.encode(prompt))
-    ids = torch.tensor([tok.encode(prompt) + tok.encode(continuation)])
+    prompt_ids = tok.encode(prompt)
+    ids = torch.tensor([prompt_ids + tok.encode(continuation)])
     labels = ids.clone()
-    labels[:, :n_prompt] = IGNORE_INDEX  # position 0 is never a target; the prompt's others are not scored
+    labels[:, : len(prompt_ids)] = (
+        IGNORE_INDEX  # position 0 is never a target; the prompt's others are not scored
+    )
     was = model.training
     model.eval()
     nll = causal_lm_loss(model(ids).double(), labels, reduction="sum")
