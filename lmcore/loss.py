@@ -16,6 +16,7 @@ from ._validate import (
     require_int,
     require_labels_in_range,
     require_positive_int,
+    require_real,
     require_tensor,
     require_values,
 )
@@ -38,6 +39,7 @@ def causal_lm_loss(
     ignore_index: int = IGNORE_INDEX,
     reduction: str = "mean",
     num_items=None,
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """Next-token cross-entropy of ``logits`` (N, L, V) against ``labels`` (N, L).
 
@@ -46,6 +48,11 @@ def causal_lm_loss(
     targets, or by ``num_items`` when given (gradient accumulation: the count of the whole
     accumulated batch). ``"sum"`` returns the sum; ``"none"`` returns (N, L-1) with 0 at ignored
     targets. Low-precision logits are reduced in float32.
+
+    ``label_smoothing`` (0 to 1) trains each valid target against
+    ``q = (1 - label_smoothing) * onehot(target) + label_smoothing / V``, as
+    ``F.cross_entropy(..., label_smoothing=)`` does: its uniform part is scored, like the
+    target's, only at valid targets (an ignored position adds nothing to either).
     """
     require_tensor("logits", logits, 3, "(N, L, V)")
     require_float("logits", logits)
@@ -53,6 +60,7 @@ def causal_lm_loss(
     if isinstance(labels, torch.Tensor):
         require_values("labels", labels)
     ignore_index = require_ignore_index(ignore_index)
+    label_smoothing = require_real("label_smoothing", label_smoothing, min=0, max=1)
     shift_logits, shift_labels = shift_for_next_token(logits, labels)
     V = logits.shape[-1]
     if V == 0:
@@ -69,6 +77,7 @@ def causal_lm_loss(
         shift_labels.reshape(-1).long(),
         ignore_index=ignore_index,
         reduction="none",
+        label_smoothing=label_smoothing,
     )
     nll = nll.view(shift_labels.shape)
     if reduction == "none":

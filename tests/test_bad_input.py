@@ -96,6 +96,15 @@ def test_bad_reduction_and_num_items():
             causal_lm_loss(LOGITS, LABELS, num_items=bad)
 
 
+def test_bad_label_smoothing():
+    for bad in (-0.1, 1.5, math.nan):
+        with raises(ValueError, "label_smoothing"):
+            causal_lm_loss(LOGITS, LABELS, label_smoothing=bad)
+    for bad in ("0.1", None, True):
+        with raises(TypeError, "label_smoothing"):
+            causal_lm_loss(LOGITS, LABELS, label_smoothing=bad)
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_non_finite_logits(value):
     logits = LOGITS.clone()

@@ -767,6 +767,8 @@ ANSWERS["tied_grads"] = Answers(
         "head_only": "which rows of E did the forward pass read",
         "lookup_only": "through that product",
         "fancy_index_add": "receive both of its contributions",
+        "no_mean": "is your gradient one too?",
+        "per_row_mean": "being the number of rows",
     },
     refused={
         "course_tied_grads": (
@@ -881,61 +883,83 @@ ANSWERS["my_per_position_nll"] = Answers(
 # ---------------------------------------------------------------- 03: the causal-LM loss by hand
 
 
-def _lm_gather(z, y):
+def _lm_gather(z, y, eps):
     logp = torch.log_softmax(z[:, :-1], dim=-1)
     target = y[:, 1:]
     valid = target != -100
     nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
-    return (nll * valid).sum() / valid.sum()
+    per_target = (1 - eps) * nll - eps * logp.mean(-1)
+    return (per_target * valid).sum() / valid.sum()
 
 
-def _lm_float32_boolean_index(z, y):  # flatten, keep the valid rows, index them (float32 throughout)
+def _lm_float32_boolean_index(z, y, eps):  # flatten, keep the valid rows, index them (float32 throughout)
     V = z.shape[-1]
     logp = torch.log_softmax(z[:, :-1].float(), dim=-1).reshape(-1, V)
     target = y[:, 1:].reshape(-1)
     keep = target != -100
-    return -logp[keep, target[keep]].mean()
+    kept = logp[keep]
+    return -((1 - eps) * kept[torch.arange(len(kept)), target[keep]] + eps * kept.mean(-1)).mean()
 
 
-def _lm_lse_minus_logit(z, y):  # logsumexp minus the target's logit, weighted by a float mask
+def _lm_lse_minus_logits(z, y, eps):  # -log p_v = logsumexp - z_v: no log-probabilities at all
     target = y[:, 1:]
     w = (target != -100).to(z.dtype)
     logits = z[:, :-1]
     picked = logits.gather(-1, target.clamp(min=0)[..., None])[..., 0]
-    return ((torch.logsumexp(logits, -1) - picked) * w).sum() / w.sum()
+    per_target = torch.logsumexp(logits, -1) - (1 - eps) * picked - eps * logits.mean(-1)
+    return (per_target * w).sum() / w.sum()
 
 
-def _lm_onehot(z, y):  # the target's log-probability by a one-hot product
+def _lm_soft_target(z, y, eps):  # q written out as a dense (N, L-1, V) tensor, then -sum q log p
     target = y[:, 1:]
     valid = target != -100
+    V = z.shape[-1]
     logp = torch.log_softmax(z[:, :-1].double(), dim=-1)
-    picked = (logp * F.one_hot(target.clamp(min=0), z.shape[-1])).sum(-1)
-    return (-(picked * valid).sum() / valid.sum()).float()
+    q = (1 - eps) * F.one_hot(target.clamp(min=0), V) + eps / V
+    return (-(q * logp).sum(-1)[valid].sum() / valid.sum()).float()
 
 
-def _lm_rows(z, y):  # row by row, a running sum and count (a row may have none)
+def _lm_rows(z, y, eps):  # row by row, a running sum and count (a row may have none)
     total, count = torch.zeros((), dtype=torch.float64), 0
     for row, labels in zip(z, y):
         logp = torch.log_softmax(row[:-1].double(), -1)
         for t, label in enumerate(labels[1:].tolist()):
             if label != -100:
-                total -= logp[t, label]
+                total -= (1 - eps) * logp[t, label] + eps * logp[t].mean()
                 count += 1
     return total / count
 
 
-def _lm_wrong(z, y, *, shift=True, mask=True, divide="valid", logp=None):
+_lm_wrapped = functools.wraps(_lm_gather)(lambda z, y, eps: _lm_rows(z, y, eps))
+
+
+def _lm_wrong(z, y, eps, *, shift=True, mask=True, divide="valid", logp=None, smooth="valid", q="mean"):
     logits, target = (z[:, :-1], y[:, 1:]) if shift else (z, y)
     lp = torch.log_softmax(logits, -1) if logp is None else logp(logits)
     valid = target != -100 if mask else torch.ones_like(target, dtype=torch.bool)
-    nll = -lp.gather(-1, target.clamp(min=0)[..., None])[..., 0] * valid
+    nll = -lp.gather(-1, target.clamp(min=0)[..., None])[..., 0]
+    V = z.shape[-1]
+    uniform = {
+        "mean": -lp.mean(-1),
+        "others": (-lp.sum(-1) - nll) / (V - 1),  # eps spread over the V - 1 other tokens
+        "sum": -lp.sum(-1),  # eps on every token
+    }[q]
+    weight = {"target_weight_one": 1.0, "no_smoothing": 1.0}.get(smooth, 1 - eps)
+    nll = nll * weight * valid
+    if smooth == "no_smoothing":
+        uniform = torch.zeros_like(uniform)
+    if smooth == "over_all_mean":  # the uniform term averaged over every position (07's incident)
+        return nll.sum() / valid.sum() + eps * uniform.mean()
+    if smooth == "over_all_summed":  # summed over every position, divided by the valid count
+        return nll.sum() / valid.sum() + eps * uniform.sum() / valid.sum()
+    per_target = nll + eps * uniform * valid
     if divide == "valid":
-        return nll.sum() / valid.sum()
+        return per_target.sum() / valid.sum()
     if divide == "all":
-        return nll.sum() / target.numel()
+        return per_target.sum() / target.numel()
     if divide == "rows":
-        return (nll.sum(1) / valid.sum(1).clamp(min=1)).mean()
-    return nll.sum()
+        return (per_target.sum(1) / valid.sum(1).clamp(min=1)).mean()
+    return per_target.sum()
 
 
 ANSWERS["my_causal_lm_loss"] = Answers(
@@ -943,26 +967,37 @@ ANSWERS["my_causal_lm_loss"] = Answers(
     right={
         "gather_mask": _lm_gather,
         "float32_boolean_index": _lm_float32_boolean_index,
-        "logsumexp_minus_logit": _lm_lse_minus_logit,
-        "onehot_product": _lm_onehot,
+        "logsumexp_minus_logits": _lm_lse_minus_logits,
+        "soft_target_product": _lm_soft_target,
         "rows_loop": _lm_rows,
+        "wrapped": _lm_wrapped,
     },
     wrong={
-        "unshifted": lambda z, y: _lm_wrong(z, y, shift=False),
-        "no_mask": lambda z, y: _lm_wrong(z, y, mask=False),
-        "mean_over_all_positions": lambda z, y: _lm_wrong(z, y, divide="all"),
-        "sum": lambda z, y: _lm_wrong(z, y, divide="sum"),
-        "row_means_averaged": lambda z, y: _lm_wrong(z, y, divide="rows"),
-        "log_of_softmax": lambda z, y: _lm_wrong(z, y, logp=lambda t: torch.log(torch.softmax(t, -1))),
-        "softmax_over_positions": lambda z, y: _lm_wrong(z, y, logp=lambda t: torch.log_softmax(t, 1)),
-        "gathers_minus_100": lambda z, y: -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:, None]).mean(),
-        "a_python_float": lambda z, y: float(_lm_gather(z, y)),
+        "unshifted": lambda z, y, e: _lm_wrong(z, y, e, shift=False),
+        "no_mask": lambda z, y, e: _lm_wrong(z, y, e, mask=False),
+        "mean_over_all_positions": lambda z, y, e: _lm_wrong(z, y, e, divide="all"),
+        "sum": lambda z, y, e: _lm_wrong(z, y, e, divide="sum"),
+        "row_means_averaged": lambda z, y, e: _lm_wrong(z, y, e, divide="rows"),
+        "log_of_softmax": lambda z, y, e: _lm_wrong(z, y, e, logp=lambda t: torch.log(torch.softmax(t, -1))),
+        "softmax_over_positions": lambda z, y, e: _lm_wrong(z, y, e, logp=lambda t: torch.log_softmax(t, 1)),
+        "gathers_minus_100": lambda z, y, e: (
+            -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:, None]).mean()
+        ),
+        "no_smoothing": lambda z, y, e: _lm_wrong(z, y, e, smooth="no_smoothing"),
+        "smoothing_averaged_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
+        "smoothing_summed_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_summed"),
+        "eps_over_the_other_tokens": lambda z, y, e: _lm_wrong(z, y, e, q="others"),
+        "target_weight_one": lambda z, y, e: _lm_wrong(z, y, e, smooth="target_weight_one"),
+        "eps_on_every_token": lambda z, y, e: _lm_wrong(z, y, e, q="sum"),
+        "a_python_float": lambda z, y, e: float(_lm_gather(z, y, e)),
         "under_no_grad": torch.no_grad()(_lm_rows),
     },
     refused={
-        "lmcore_loss": (lambda z, y: causal_lm_loss(z, y), "that is lmcore's loss"),
-        "cross_entropy_ignore_index": (
-            lambda z, y: F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]), y[:, 1:].reshape(-1)),
+        "lmcore_loss": (lambda z, y, e: causal_lm_loss(z, y, label_smoothing=e), "that is lmcore's loss"),
+        "cross_entropy_label_smoothing": (
+            lambda z, y, e: F.cross_entropy(
+                z[:, :-1].reshape(-1, z.shape[-1]), y[:, 1:].reshape(-1), label_smoothing=e
+            ),
             "switched off",
         ),
     },
@@ -974,6 +1009,12 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "row_means_averaged": "each row's own mean",
         "log_of_softmax": "an inf or a nan",
         "softmax_over_positions": "over the positions, not over the vocabulary",
+        "no_smoothing": "which part of q have you left out?",
+        "smoothing_averaged_over_padding": "should the logits at an ignored position change the loss?",
+        "smoothing_summed_over_padding": "should the logits at an ignored position change the loss?",
+        "eps_over_the_other_tokens": "how much of q sits on the target?",
+        "target_weight_one": "what must q's weights add up to?",
+        "eps_on_every_token": "each of the V tokens get?",
     },
 )
 

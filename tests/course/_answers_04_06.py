@@ -811,6 +811,7 @@ ANSWERS["my_pack_whole"] = Answers(
         "last_row_dropped": _whole_last_row_dropped,
         "left_padded": _whole_left_padded,
         "no_eos": _whole_no_eos,
+        "swapped_tuple": lambda docs, b: _whole_rows(docs, b)[::-1],
     },
     first_hints={
         "stream": "no document is cut",
@@ -824,6 +825,7 @@ ANSWERS["my_pack_whole"] = Answers(
         "last_row_dropped": "is every document in your rows",
         "left_padded": "padding only at the end of a row",
         "no_eos": "what must follow every document",
+        "swapped_tuple": "in which order does the exercise ask for them?",
     },
     refused={
         "pack_documents": (

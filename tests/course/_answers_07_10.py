@@ -258,6 +258,11 @@ def _loss_count_plus_one(lg, ids, m):  # one more than the targets in the denomi
     return nll / ((labels != -100).sum() + 1)
 
 
+def _loss_last_positions_detached(lg, ids, m):  # the value counts every target; the last 3 get no gradient
+    cut = torch.cat([lg[:, :-3], lg[:, -3:].detach()], dim=1)
+    return _loss_reshape(cut, ids, m)
+
+
 def _loss_bfloat16(lg, ids, m):  # the loss computed on bfloat16 logits
     return _loss_reshape(lg.bfloat16(), ids, m).float()
 
@@ -287,6 +292,7 @@ ANSWERS["my_loss_fn"] = Answers(
         "count_plus_one": _loss_count_plus_one,
         "constant_added": lambda lg, ids, m: _loss_reshape(lg, ids, m) + 1e-3,
         "bfloat16": _loss_bfloat16,
+        "last_positions_detached": _loss_last_positions_detached,
     },
     refused={
         "lmcore_loss": (
@@ -314,6 +320,7 @@ ANSWERS["my_loss_fn"] = Answers(
         "count_plus_one": "what does your loss divide by?",
         "constant_added": "besides that mean",
         "bfloat16": "in which precision",
+        "last_positions_detached": "cuts it from the graph?",
     },
 )
 

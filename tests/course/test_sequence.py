@@ -200,92 +200,110 @@ def test_check_causal_lm_loss_refuses_a_builtin_loss_bound_before_the_check(caps
     """ "however you import it": a name bound before builtin_losses_off's swap is refused too."""
     from torch.nn.functional import cross_entropy, nll_loss
 
-    def bound_ce(z, y):
-        return cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1))
+    def bound_ce(z, y, eps):
+        flat, target = z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1)
+        return cross_entropy(flat, target, label_smoothing=eps)
 
-    def bound_nll(z, y):
+    def bound_nll(z, y, eps):
         return nll_loss(z[:, :-1].log_softmax(-1).reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1))
 
-    def private_entry(z, y):
+    def private_entry(z, y, eps):
         flat, target = z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1)
-        return torch._C._nn.cross_entropy_loss(flat, target, None, 1, -100, 0.0)
+        return torch._C._nn.cross_entropy_loss(flat, target, None, 1, -100, eps)
 
     for cheat in (bound_ce, bound_nll, private_entry):
         assert not sq.check_causal_lm_loss(cheat)
         assert "the built-in losses are switched off" in capsys.readouterr().out
 
 
+def _my_smoothed_loss(z, y, eps):
+    logp = torch.log_softmax(z[:, :-1], dim=-1)
+    target = y[:, 1:]
+    valid = target != -100
+    per_target = -(1 - eps) * logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    per_target = per_target - eps * logp.mean(-1)
+    return (per_target * valid).sum() / valid.sum()
+
+
+def test_check_causal_lm_loss_reference_is_torchs_label_smoothing_in_float64():
+    """The checker's cases against F.cross_entropy(label_smoothing=) in float64 (after the shift
+    written out by hand): an independent reference for lmcore's, on every case the learner meets."""
+    seen = []
+    sq.check_causal_lm_loss(
+        lambda z, y, eps: seen.append((z.detach(), y, eps)) or _my_smoothed_loss(z, y, eps), quiet=True
+    )
+    assert len(seen) == 6 and {eps for _, _, eps in seen} == {0.0, 0.1, 0.2, 0.3}
+    telling = 0
+    for z, y, eps in seen:
+        V = z.shape[-1]
+        ref = F.cross_entropy(
+            z[:, :-1].double().reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100, label_smoothing=eps
+        )
+        assert float(_my_smoothed_loss(z.double(), y, eps)) == pytest.approx(float(ref), rel=1e-9)
+        assert float(causal_lm_loss(z.double(), y, label_smoothing=eps)) == pytest.approx(
+            float(ref), rel=1e-9
+        )
+        if eps > 0 and bool((y[:, 1:] == -100).any()):  # where smoothing the ignored positions shows
+            logp = torch.log_softmax(z[:, :-1].double(), -1)
+            over_all = (1 - eps) * causal_lm_loss(z.double(), y) - eps * logp.mean(-1).mean()
+            assert abs(float(over_all) - float(ref)) > 1e-3
+            telling += 1
+    assert telling >= 4
+
+
 def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys):
-    assert sq.check_causal_lm_loss(_my_loss)
+    assert sq.check_causal_lm_loss(_my_smoothed_loss)
     assert "pass" in capsys.readouterr().out
 
-    def with_cross_entropy(z, y):  # correct, but ignore_index does the masking for you
+    def with_cross_entropy(z, y, eps):  # correct, but ignore_index does the masking for you
         V = z.shape[-1]
-        return F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100)
+        return F.cross_entropy(
+            z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100, label_smoothing=eps
+        )
 
-    def with_nll_loss(z, y):
+    def with_module(z, y, eps):
         V = z.shape[-1]
-        return F.nll_loss(torch.log_softmax(z[:, :-1], -1).reshape(-1, V), y[:, 1:].reshape(-1))
+        return torch.nn.CrossEntropyLoss(label_smoothing=eps)(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1))
 
-    def with_module(z, y):
-        V = z.shape[-1]
-        return torch.nn.CrossEntropyLoss()(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1))
+    def with_lmcore(z, y, eps):
+        return causal_lm_loss(z, y, label_smoothing=eps)
 
-    def with_lmcore(z, y):
-        return causal_lm_loss(z, y)
-
-    def unshifted(z, y):
-        logp, valid = torch.log_softmax(z, -1), y != -100
-        nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        return (nll * valid).sum() / valid.sum()
-
-    def no_mask(z, y):  # -100 clamped to 0 and scored as token 0
+    def smoothing_over_padding(z, y, eps):  # pytorch/pytorch#73205
         logp = torch.log_softmax(z[:, :-1], -1)
-        return -logp.gather(-1, y[:, 1:].clamp(min=0).unsqueeze(-1)).mean()
+        return (1 - eps) * _my_smoothed_loss(z, y, 0.0) - eps * logp.mean(-1).mean()
 
-    def mean_over_all_positions(z, y):
-        return _my_loss(z, y) * (y[:, 1:] != -100).sum() / y[:, 1:].numel()
+    def unsmoothed(z, y, eps):
+        return _my_smoothed_loss(z, y, 0.0)
 
-    def summed(z, y):
-        return _my_loss(z, y) * (y[:, 1:] != -100).sum()
-
-    def log_of_softmax(z, y):  # p underflows to 0 at logits of +-150 in float32: inf
+    def log_of_softmax(z, y, eps):  # p underflows to 0 at logits of +-150 in float32: inf
         sl, st = z[:, :-1], y[:, 1:]
         valid = st != -100
-        nll = -torch.log(torch.softmax(sl, -1)).gather(-1, st.masked_fill(~valid, 0)[..., None])[..., 0]
+        logp = torch.log(torch.softmax(sl, -1))
+        nll = -(1 - eps) * logp.gather(-1, st.masked_fill(~valid, 0)[..., None])[..., 0] - eps * logp.mean(-1)
         return (nll * valid).sum() / valid.sum()
 
-    def row_means_averaged(z, y):  # every row weighs the same, whatever its valid targets
-        sl, st = z[:, :-1], y[:, 1:]
-        valid = st != -100
-        nll = -torch.log_softmax(sl, -1).gather(-1, st.masked_fill(~valid, 0)[..., None])[..., 0]
-        return ((nll * valid).sum(1) / valid.sum(1).clamp(min=1)).mean()
-
-    def gathers_minus_100(z, y):  # IndexError: -100 is not a vocabulary index
+    def gathers_minus_100(z, y, eps):  # IndexError: -100 is not a vocabulary index
         logp = torch.log_softmax(z[:, :-1], -1)
         return -logp.gather(-1, y[:, 1:].unsqueeze(-1)).mean()
 
     wrongs = (
         with_cross_entropy,
-        with_nll_loss,
         with_module,
         with_lmcore,
-        unshifted,
-        no_mask,
-        mean_over_all_positions,
-        summed,
+        smoothing_over_padding,
+        unsmoothed,
         gathers_minus_100,
         log_of_softmax,
-        row_means_averaged,
     )
     for wrong in wrongs:
         assert not sq.check_causal_lm_loss(wrong), wrong.__name__
     out = capsys.readouterr().out
     assert out.count("fail") == len(wrongs) and "switched off" in out
     assert "called lmcore.loss.causal_lm_loss" in out and "logits of +-150" in out
+    assert "should the logits at an ignored position change the loss?" in out
     # the built-in losses are back after the check
     z, y = torch.randn(1, 3, 4), torch.tensor([[0, 1, 2]])
-    assert torch.isfinite(with_cross_entropy(z, y))
+    assert torch.isfinite(with_cross_entropy(z, y, 0.1))
 
 
 def test_check_causal_lm_loss_says_not_attempted_for_a_stub(capsys):

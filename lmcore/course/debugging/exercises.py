@@ -336,6 +336,7 @@ def explain_loss(fn, case, expected, got) -> str:
     _, target = gradient_reading(getattr(fn, "loss_fn", fn), ids.clone(), mask.clone(), logits.shape[-1])
     return (
         _scored_wrongly(ids, mask, want, have, target)
+        or _cut_from_the_graph(want, have, expected["loss"], got["loss"])
         or _left_out(ids, want, have)
         or _weighed_wrongly(mask, want, have)
         or _valued_wrongly(want, have, expected["loss"], got["loss"])
@@ -373,6 +374,18 @@ def _scored_wrongly(ids, mask, want, have, target) -> str:
                 f"row {n}: the token after position {t} belongs to the prompt, and your loss grades "
                 "the model on predicting it: should the model learn to write the prompt?"
             )
+    return ""
+
+
+def _cut_from_the_graph(want, have, expected_loss, got_loss) -> str:
+    """The value is right but a completion target gets no gradient: it is counted, then detached."""
+    if abs(float(got_loss) - float(expected_loss)) > 1e-6 * max(1.0, abs(float(expected_loss))):
+        return ""
+    for n, t in ((want != 0) & (have.abs() <= 1e-6)).nonzero().tolist():
+        return (
+            f"row {n}: your loss's value is right, but the prediction made at position {t} gets no "
+            "gradient from it: which operation counts it in the value and cuts it from the graph?"
+        )
     return ""
 
 

@@ -152,6 +152,13 @@ def explain_tied_grads(fn, case, expected, got) -> str:
             "your dE is the lookup's term alone; E is also the head, Z = H E^T: what does the "
             "gradient of Z give E through that product?"
         )
+    N, T = case.args[1].shape
+    for k, what in ((N * T, "the number of targets"), (N, "the number of rows"), (T, "a row's length")):
+        if k > 1 and near(expected.detach().double() * k):
+            return (
+                f"your dE is {k} times the reference here, where x holds {N} row(s) of {T} ids, {k} "
+                f"being {what}: the loss is a mean over how many targets, and is your gradient one too?"
+            )
     if not torch.equal(t["last"], t["lookup"]) and near(t["head"] + t["last"]):
         return (
             "both terms are there, but an id that appears twice in x: does its row of dE receive "

@@ -245,6 +245,17 @@ def packing_fault(documents, block_size: int, got, *, eos: int = EOS, pad: int =
     fault = _form_fault(block_size, got)
     if fault[0]:
         return fault
+    fault = _goal_fault(documents, block_size, got, eos=eos, pad=pad, decode=decode)
+    if fault[0] and not _goal_fault(documents, block_size, got[::-1], eos=eos, pad=pad, decode=decode)[0]:
+        return (
+            "your two tensors meet the goal in the other order",
+            "which of them holds the tokens, and in which order does the exercise ask for them?",
+        )
+    return fault
+
+
+def _goal_fault(documents, block_size: int, got, *, eos: int, pad: int, decode):
+    """packing_fault's checks after the form: padding, order, no cut, fewest rows."""
     ids, doc = (x.long() for x in got)
     fault = _padding_fault(ids, doc, eos=eos, pad=pad, decode=decode)
     if fault[0]:

@@ -1,6 +1,6 @@
 """Notebook 03's exercise checkers: per-position losses through ``F.cross_entropy``'s
-``(N, C, ...)`` layout, and a causal-LM loss built by hand (log_softmax, gather, mask, divide by
-the count), graded with ``F.cross_entropy`` and ``F.nll_loss`` switched off so that their
+``(N, C, ...)`` layout, and a label-smoothed causal-LM loss built by hand (log_softmax, gather,
+the uniform term, mask, divide by the count), graded with ``F.cross_entropy`` and ``F.nll_loss`` switched off so that their
 ``ignore_index`` cannot do the masking. Both refuse lmcore's own shift and loss, and both have a
 case that separates the plausible wrong answers (L - 1 = V; logits of +-150 in float32).
 The third grades a loss and its global gradient norm under ``reduction="sum"`` or ``"mean"``
@@ -128,16 +128,25 @@ _BUILTIN_LOSS_NAMES = available(
 )
 
 
+# Exercise 2's smoothing per case: the plain loss once (eps = 0), and values of eps where the
+# uniform part of q weighs enough that scoring it at an ignored position shows.
+_SMOOTHING = (0.1, 0.0, 0.2, 0.1, 0.3)
+
+
 def check_causal_lm_loss(fn, quiet: bool = False):
-    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s) -> scalar`` against lmcore's, with
-    the built-in losses switched off while ``fn`` runs (:func:`builtin_losses_off`); one case
-    has ragged rows and logits of +-150 in float32, where log(softmax(.)) gives inf."""
+    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s, eps) -> scalar``, the mean over the
+    valid targets of the label-smoothed cross-entropy ``H(q, p)``,
+    ``q = (1 - eps) onehot(target) + eps / V`` (notebook 02), against lmcore's
+    ``causal_lm_loss(..., label_smoothing=eps)``, with the built-in losses switched off while
+    ``fn`` runs (:func:`builtin_losses_off`). The cases have ignored targets (where a smoothing
+    term scored at every position differs: pytorch/pytorch#73205), one has eps = 0, one ragged
+    rows and logits of +-150 in float32, where log(softmax(.)) gives inf."""
 
     @functools.wraps(fn)  # the learner's name, for show_solution's pointer
-    def by_hand(logits, labels):
+    def by_hand(logits, labels, eps):
         logits = logits.detach().requires_grad_(True)  # as a model's logits arrive in training
         with builtin_losses_off():
-            loss = fn(logits, labels)
+            loss = fn(logits, labels, eps)
         if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
             raise TypeError(
                 "your loss is not connected to the logits by autograd (a number, or a tensor cut from "
@@ -145,11 +154,15 @@ def check_causal_lm_loss(fn, quiet: bool = False):
             )
         return loss.detach()
 
+    cases = _random_cases(4, with_ignored=True) + [_ragged_large_case()]
+    for case, eps in zip(cases, _SMOOTHING + (0.1,)):
+        case.args = (*case.args, eps)
+        case.label = f"{case.label}, eps = {eps}"
     return check(
         "causal_lm_loss",
         by_hand,
-        lambda z, y: causal_lm_loss(z, y),
-        _random_cases(4, with_ignored=True) + [_ragged_large_case()],
+        lambda z, y, eps: causal_lm_loss(z, y, label_smoothing=eps),
+        cases,
         quiet=quiet,
         atol=1e-5,
         forbid=_NO_LMCORE
@@ -160,11 +173,12 @@ def check_causal_lm_loss(fn, quiet: bool = False):
         },
         explain=explain_causal_lm_loss,
         hint=(
-            "Which position's logits predict which label? How many targets count in the mean when "
-            "some labels are -100? Does your value stay finite for large logits?",
-            "shift first; take log-probabilities in one stable step (not log of softmax: notebook 01); "
-            "pick each target's entry (-100 is not an index); zero the ignored targets; divide by "
-            "the number of valid targets.",
+            "Which position's logits predict which label? Which targets count in the mean, for "
+            "both parts of q, when some labels are -100? Does your value stay finite for large logits?",
+            "at each valid target H(q, p) = (1 - eps) * (-log p[target]) + eps * (the mean over the "
+            "V tokens of -log p[v]). Shift first; take log-probabilities in one stable step (not log "
+            "of softmax: notebook 01); pick each target's entry (-100 is not an index); zero both "
+            "terms at the ignored targets; divide by the number of valid targets.",
         ),
     )
 
