@@ -157,16 +157,38 @@ def _completion_labels(ids, mask):
     return ids.masked_fill((mask == 0) | prompt, -100)
 
 
+def _z(logits, ids, mask, where=None, power=2, reduce="mean"):
+    """Z_LOSS times (log Z)^power over the positions ``where`` (default: those the loss scores)."""
+    if where is None:
+        where = torch.zeros(ids.shape, dtype=torch.bool)
+        where[:, :-1] = _completion_labels(ids, mask)[:, 1:] != -100
+    log_z = torch.logsumexp(logits, -1)[where].pow(power)
+    return DX.Z_LOSS * (log_z.mean() if reduce == "mean" else log_z.sum())
+
+
+def _plus_z(fn):
+    """A completion loss plus the right z-loss (taken before fn runs: fn may change its inputs)."""
+
+    def plus_z(lg, ids, m):
+        z = _z(lg, ids, m)
+        return fn(lg, ids, m) + z
+
+    return plus_z
+
+
 def _loss_reshape(logits, input_ids, attention_mask):
     V = logits.shape[-1]
     labels = _completion_labels(input_ids, attention_mask)
-    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+    nll = F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+    return nll + _z(logits, input_ids, attention_mask)
 
 
 def _loss_transpose_sum_over_count(logits, input_ids, attention_mask):  # (N, V, L) layout, sum / count
     labels = _completion_labels(input_ids, attention_mask)[:, 1:]
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), labels, reduction="sum")
-    return nll / (labels != -100).sum()
+    keep = labels != -100
+    z_sum = torch.logsumexp(logits[:, :-1], -1).pow(2).masked_fill(~keep, 0).sum()  # (log Z)^2 summed
+    return (nll + DX.Z_LOSS * z_sum) / keep.sum()
 
 
 def _loss_float32_by_hand(logits, input_ids, attention_mask):  # log-softmax by the max trick, float32
@@ -174,9 +196,11 @@ def _loss_float32_by_hand(logits, input_ids, attention_mask):  # log-softmax by 
     labels = _completion_labels(input_ids, attention_mask)[:, 1:]
     keep = labels != -100
     m = z.amax(-1, keepdim=True)
-    logp = z - m - (z - m).exp().sum(-1, keepdim=True).log()
+    log_z = m + (z - m).exp().sum(-1, keepdim=True).log()  # (N, L-1, 1)
+    logp = z - log_z
     picked = logp.gather(-1, labels.clamp(min=0)[..., None])[..., 0]
-    return -(picked * keep).sum() / keep.sum()
+    per_target = -picked + DX.Z_LOSS * log_z[..., 0] ** 2
+    return (per_target * keep).sum() / keep.sum()
 
 
 def _loss_row_sums(logits, input_ids, attention_mask):  # per-row sums first, then one division
@@ -185,6 +209,7 @@ def _loss_row_sums(logits, input_ids, attention_mask):  # per-row sums first, th
     for i in range(len(input_ids)):
         y = labels[i, 1:]
         total = total + F.cross_entropy(logits[i, :-1], y, reduction="sum", ignore_index=-100)
+        total = total + DX.Z_LOSS * torch.logsumexp(logits[i, :-1][y != -100], -1).pow(2).sum()
         count += int((y != -100).sum())
     return total / count
 
@@ -277,26 +302,52 @@ ANSWERS["my_loss_fn"] = Answers(
         "wrapped": _loss_wrapped,
     },
     wrong={
-        "no_prompt_mask": _loss_without_prompt_mask,
-        "prompt_off_by_one": _loss_prompt_off_by_one,
-        "divided_by_tokens": _loss_token_count,
+        "no_prompt_mask": _plus_z(_loss_without_prompt_mask),
+        "prompt_off_by_one": _plus_z(_loss_prompt_off_by_one),
+        "divided_by_tokens": _plus_z(_loss_token_count),
         "mean_of_row_means": _loss_row_means,
-        "no_shift": _loss_no_shift,
-        "sum_not_mean": _loss_sum,
+        "no_shift": _plus_z(_loss_no_shift),
+        "sum_not_mean": _plus_z(_loss_sum),
         "softmax_first": lambda lg, ids, m: _loss_reshape(lg.softmax(-1), ids, m),
-        "modifies_input_ids": _loss_in_place,
-        "double_shift": _loss_double_shift,
-        "padding_scored": _loss_padding_scored,
-        "padding_masked_after_the_shift": _loss_padding_masked_by_position,
-        "eos_masked": _loss_eos_masked,
-        "count_plus_one": _loss_count_plus_one,
+        "modifies_input_ids": _plus_z(_loss_in_place),
+        "double_shift": _plus_z(_loss_double_shift),
+        "padding_scored": _plus_z(_loss_padding_scored),
+        "padding_masked_after_the_shift": _plus_z(_loss_padding_masked_by_position),
+        "eos_masked": _plus_z(_loss_eos_masked),
+        "count_plus_one": _plus_z(_loss_count_plus_one),
         "constant_added": lambda lg, ids, m: _loss_reshape(lg, ids, m) + 1e-3,
+        "no_z_loss": lambda lg, ids, m: _loss_reshape(lg, ids, m) - _z(lg, ids, m),
+        "z_loss_at_every_position": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m)
+            - _z(lg, ids, m)
+            + _z(lg, ids, m, where=torch.ones(ids.shape, dtype=torch.bool))
+        ),
+        "z_loss_at_every_real_token": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m) - _z(lg, ids, m) + _z(lg, ids, m, where=m == 1)
+        ),
+        "z_loss_at_the_completion_tokens_own_positions": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m)
+            - _z(lg, ids, m)
+            + _z(lg, ids, m, where=_completion_labels(ids, m) != -100)
+        ),
+        "z_loss_summed": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m) - _z(lg, ids, m) + _z(lg, ids, m, reduce="sum")
+        ),
+        "log_z_not_squared": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m) - _z(lg, ids, m) + _z(lg, ids, m, power=1)
+        ),
+        "log_of_a_sum_of_exps": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m)
+            - _z(lg, ids, m)
+            + DX.Z_LOSS
+            * torch.log(lg[:, :-1].exp().sum(-1))[_completion_labels(ids, m)[:, 1:] != -100].pow(2).mean()
+        ),
         "bfloat16": _loss_bfloat16,
         "last_positions_detached": _loss_last_positions_detached,
     },
     refused={
         "lmcore_loss": (
-            lambda lg, ids, m: causal_lm_loss(lg, _completion_labels(ids, m)),
+            lambda lg, ids, m: causal_lm_loss(lg, _completion_labels(ids, m)) + _z(lg, ids, m),
             "called lmcore.loss.causal_lm_loss",
         ),
         "the_checks_reference": (
@@ -318,7 +369,14 @@ ANSWERS["my_loss_fn"] = Answers(
         "padding_masked_after_the_shift": "last real token",
         "eos_masked": "when to stop writing",
         "count_plus_one": "what does your loss divide by?",
-        "constant_added": "besides that mean",
+        "constant_added": "besides the mean NLL and the z-loss",
+        "no_z_loss": "what does the exercise add to it, and where?",
+        "z_loss_at_every_position": "which positions' log Z should the penalty see?",
+        "z_loss_at_every_real_token": "which positions' log Z should the penalty see?",
+        "z_loss_at_the_completion_tokens_own_positions": "which positions' log Z should the penalty see?",
+        "z_loss_summed": "a sum or a mean?",
+        "log_z_not_squared": "which power of log Z",
+        "log_of_a_sum_of_exps": "an inf or a nan out of large logits",
         "bfloat16": "in which precision",
         "last_positions_detached": "cuts it from the graph?",
     },

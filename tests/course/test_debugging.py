@@ -326,17 +326,38 @@ def _targets(ids, m, prompt=True):
     return ids.masked_fill(drop, -100)
 
 
+def _z_term(logits, input_ids, attention_mask):
+    """The exercise's z-loss: Z_LOSS x mean (log Z)^2 over the positions the loss scores."""
+    scored = _targets(input_ids, attention_mask)[:, 1:] != -100
+    return ex.Z_LOSS * torch.logsumexp(logits[:, :-1], -1)[scored].pow(2).mean()
+
+
+def with_z(fn):
+    """A completion loss plus the right z-loss (taken before fn runs: fn may change its inputs)."""
+
+    def plus_z(lg, ids, m):
+        z = _z_term(lg, ids, m)
+        return fn(lg, ids, m) + z
+
+    plus_z.__name__ = fn.__name__
+    return plus_z
+
+
 def solution_loss(logits, input_ids, attention_mask):
     V = logits.shape[-1]
     labels = _targets(input_ids, attention_mask)
-    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+    nll = F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+    return nll + _z_term(logits, input_ids, attention_mask)
 
 
-def solution_by_hand(logits, input_ids, attention_mask):  # another correct answer
+def solution_by_hand(logits, input_ids, attention_mask):  # another correct answer, log Z by the max trick
     labels = _targets(input_ids, attention_mask)[:, 1:]
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), labels, reduction="none")
     keep = labels != -100
-    return (nll * keep).sum() / keep.sum()
+    z = logits[:, :-1]
+    top = z.amax(-1, keepdim=True)
+    log_z = (top + (z - top).exp().sum(-1, keepdim=True).log())[..., 0]
+    return (nll * keep).sum() / keep.sum() + ex.Z_LOSS * (log_z.pow(2) * keep).sum() / keep.sum()
 
 
 def reference_call(lg, ids, m):  # lmcore's loss, called with the right labels
@@ -390,14 +411,14 @@ def softmaxed(lg, ids, m):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (reference_call, "called lmcore.loss.causal_lm_loss"),
-        (notebook_loss_fn, "called lmcore.loss.causal_lm_loss"),
-        (no_prompt_mask, "first difference at [0, 0]"),
-        (prompt_off_by_one, "first difference at [0, 2]"),
-        (token_count, "first difference at [0, 2]"),
+        (with_z(reference_call), "called lmcore.loss.causal_lm_loss"),
+        (with_z(notebook_loss_fn), "called lmcore.loss.causal_lm_loss"),
+        (with_z(no_prompt_mask), "first difference at [0, 0]"),
+        (with_z(prompt_off_by_one), "first difference at [0, 2]"),
+        (with_z(token_count), "first difference at [0, 2]"),
         (row_means, "first difference at [0, 2]"),
-        (padding_kept, "first difference at"),
-        (in_place, "modified its input"),
+        (with_z(padding_kept), "first difference at"),
+        (with_z(in_place), "modified its input"),
         (softmaxed, "first difference at"),
         (dl.loss_correct, "called lmcore"),
     ],
@@ -482,12 +503,13 @@ def test_check_loss_fn_first_hint_names_the_position_it_grades_wrongly(capsys):
     from lmcore.course.checks import _FAILED
 
     for wrong, says in [
-        (no_prompt_mask, "write the prompt?"),
-        (prompt_off_by_one, "first of the completion"),
-        (token_count, "how many of those tokens are targets?"),
+        (with_z(no_prompt_mask), "write the prompt?"),
+        (with_z(prompt_off_by_one), "first of the completion"),
+        (with_z(token_count), "how many of those tokens are targets?"),
         (row_means, "however long its row?"),
-        (padding_kept, "last real token"),
+        (with_z(padding_kept), "last real token"),
         (softmaxed, "raw scores"),
+        (lambda lg, ids, m: solution_loss(lg, ids, m) - _z_term(lg, ids, m), "add to it, and where?"),
     ]:
         _FAILED.clear()
         assert not ex.check_loss_fn(wrong)

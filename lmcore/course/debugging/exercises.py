@@ -1,10 +1,13 @@
 """Notebook 07's two exercises and their checkers.
 
 1. ``my_loss_fn`` (section 7): a completion-only loss written with ``F.cross_entropy`` (the first
-   :data:`PROMPT` tokens of each row are a prompt, never targets), graded position by position
-   from the gradient, with lmcore's loss and the notebook's ``loss_fn`` rejected, then run through
-   ``run_checks(..., unscored=prompt_tokens)``; a wrong answer's first hint asks about the first
-   position it grades wrongly (:func:`explain_loss`). It comes before the mysteries, whose code
+   :data:`PROMPT` tokens of each row are a prompt, never targets) plus a z-loss, :data:`Z_LOSS`
+   times the mean of (log Z)^2 over the positions it scores, graded position by position from the
+   gradient and by value (cases whose unscored positions, or all, carry a large common offset,
+   which moves log Z and not the probabilities), with lmcore's loss and the notebook's
+   ``loss_fn`` rejected, then run through ``run_checks(..., unscored=prompt_tokens,
+   z_loss=Z_LOSS)``; a wrong answer's first hint asks about the first position it grades wrongly,
+   or where its z-loss looks (:func:`explain_loss`). It comes before the mysteries, whose code
    holds a correct padded loss (R) that would otherwise be its template; the worked loss is shown
    after its check (:func:`show_completion_loss`).
 2. ``name_the_bugs`` (section 8): six unseen pipelines, shown as code (:func:`show_mystery`); their
@@ -34,6 +37,7 @@ from .lesson import pipeline_gpt
 __all__ = [
     "BUG_CHOICES",
     "PROMPT",
+    "Z_LOSS",
     "prompt_tokens",
     "mystery_pipelines",
     "show_mystery",
@@ -243,6 +247,7 @@ def show_underflow(margins=(20.0, 60.0, 120.0, 200.0)) -> dict:
 
 
 PROMPT = 3  # completion-only: the first 3 tokens of each row are the prompt
+Z_LOSS = 1e-4  # my_loss_fn's z-loss coefficient (PaLM's): Z_LOSS x mean (log Z)^2 over the scored positions
 
 
 def prompt_tokens(input_ids, attention_mask):
@@ -250,13 +255,19 @@ def prompt_tokens(input_ids, attention_mask):
     return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids) < PROMPT
 
 
-def _completion_loss(logits, input_ids, attention_mask):
+def _completion_labels(input_ids, attention_mask):
     # a label is -100 (not a target) where the token itself is prompt or padding, before the shift
     is_prompt = torch.arange(input_ids.shape[1], device=input_ids.device) < PROMPT
-    labels = input_ids.masked_fill((attention_mask == 0) | is_prompt, -100)
+    return input_ids.masked_fill((attention_mask == 0) | is_prompt, -100)
+
+
+def _completion_loss(logits, input_ids, attention_mask):
+    labels = _completion_labels(input_ids, attention_mask)[:, 1:]
     # position t is scored against token t + 1; the mean runs over the targets left (ignore_index=-100)
     V = logits.shape[-1]
-    return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1))
+    nll = F.cross_entropy(logits[:, :-1].reshape(-1, V), labels.reshape(-1))
+    log_z = torch.logsumexp(logits[:, :-1], dim=-1)  # (N, L-1): log Z at each predicting position
+    return nll + Z_LOSS * log_z[labels != -100].pow(2).mean()  # the z-loss where the loss scores
 
 
 _NAME = {PAD: "PAD", EOS: "EOS"}
@@ -297,20 +308,27 @@ def _reading(fn):
 
 
 def _loss_cases():
+    """Ragged right-padded batches. Two add a common offset to the logits of the positions the
+    loss does not score (30: it moves log Z, not the probabilities), one to every position (100:
+    log of a float32 sum of exps overflows, logsumexp does not)."""
     g = torch.Generator().manual_seed(7)
     cases = []
-    for n, length, vocab, short in [(2, 8, 6, 6), (3, 9, 7, 5), (1, 6, 5, 6), (4, 10, 11, 4)]:
+    shapes = [(2, 8, 6, 6, 30.0, "unscored"), (3, 9, 7, 5, 0.0, ""), (1, 6, 5, 6, 100.0, "every")]
+    shapes += [(4, 10, 11, 4, 30.0, "unscored")]
+    for n, length, vocab, short, offset, where in shapes:
         ids = torch.randint(2, vocab, (n, length), generator=g)
         lengths = torch.tensor([length] + [short] * (n - 1))
         mask = (torch.arange(length)[None] < lengths[:, None]).long()
         ids = ids.masked_fill(mask == 0, PAD)
         ids[torch.arange(n), lengths - 1] = EOS  # every completion ends with EOS, as the spec says
         logits = 2 * torch.randn(n, length, vocab, generator=g)
-        cases.append(
-            Case(
-                (logits, ids, mask), label=f"N={n}, L={length}, V={vocab}, rows of {lengths.tolist()} tokens"
-            )
-        )
+        label = f"N={n}, L={length}, V={vocab}, rows of {lengths.tolist()} tokens"
+        if where:
+            scored = torch.zeros(n, length, dtype=torch.bool)
+            scored[:, :-1] = _completion_labels(ids, mask)[:, 1:] != -100
+            logits += offset * (~scored if where == "unscored" else torch.ones_like(scored))[..., None]
+            label += f", logits +{offset:g} at {'the positions not scored' if where == 'unscored' else 'every position'}"
+        cases.append(Case((logits, ids, mask), label=label))
     return cases
 
 
@@ -325,6 +343,11 @@ def explain_loss(fn, case, expected, got) -> str:
     prompt token as target), then a completion target left out, then the weights (rows weighed
     differently, or every target scaled alike: a sum, another count, rescaled logits)."""
     logits, ids, mask = case.args
+    if isinstance(got.get("loss"), (torch.Tensor, float)) and not math.isfinite(float(got["loss"])):
+        return (
+            f"your loss is {float(got['loss'])} on this batch ({case.label}): which step of yours "
+            "makes an inf or a nan out of large logits in float32?"
+        )
     want, have = expected[_W].double(), torch.as_tensor(got[_W]).double()
     if have.shape != want.shape:
         return ""
@@ -339,6 +362,7 @@ def explain_loss(fn, case, expected, got) -> str:
         or _cut_from_the_graph(want, have, expected["loss"], got["loss"])
         or _left_out(ids, want, have)
         or _weighed_wrongly(mask, want, have)
+        or _z_loss_wrongly(case, want, have, got["loss"])
         or _valued_wrongly(want, have, expected["loss"], got["loss"])
     )
 
@@ -448,6 +472,43 @@ def _weighed_wrongly(mask, want, have) -> str:
     return ""
 
 
+def _z_loss_wrongly(case, want, have, got_loss) -> str:
+    """Every weight right (a z-loss adds only a uniform part at zero logits, which the reading
+    removes) and the value one of the z-loss's plausible mistakes: none, over other positions
+    (every one, every real token, the completion tokens' own), a sum, or log Z not squared."""
+    if not torch.allclose(have, want, rtol=1e-2, atol=1e-4) or not isinstance(
+        got_loss, (torch.Tensor, float)
+    ):
+        return ""
+    logits, ids, mask = case.args
+    labels = _completion_labels(ids, mask)[:, 1:]
+    scored = torch.zeros(ids.shape, dtype=torch.bool)
+    scored[:, :-1] = labels != -100  # the positions whose prediction the loss scores
+    nll = F.cross_entropy(logits[:, :-1].double().reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    log_z = torch.logsumexp(logits.double(), -1)  # (N, L)
+    got = float(got_loss)
+    near = lambda value: abs(got - float(value)) < 1e-6 + 1e-5 * abs(float(value))  # noqa: E731
+    if near(nll):
+        return "your value is the mean NLL alone: what does the exercise add to it, and where?"
+    own_tokens = (mask == 1) & (torch.arange(ids.shape[1]) >= PROMPT)  # the completion's own positions
+    last = torch.zeros_like(scored)
+    last[:, :-1] = True
+    for where in (torch.ones_like(scored), last, mask == 1, own_tokens):
+        if near(nll + Z_LOSS * log_z[where].pow(2).mean()):
+            n, t = (int(v) for v in (where ^ scored).nonzero()[0])
+            seen = "counts" if where[n, t] else "leaves out"
+            return (
+                f"row {n}, position {t}: your z-loss {seen} its log Z, and the loss "
+                f"{'does not score' if where[n, t] else 'scores'} the prediction made there: which "
+                "positions' log Z should the penalty see?"
+            )
+    if near(nll + Z_LOSS * log_z[scored].pow(2).sum()):
+        return "your z-loss grows with the number of scored positions: is the penalty a sum or a mean?"
+    if near(nll + Z_LOSS * log_z[scored].mean()):
+        return "your z-loss grows in step with log Z: which power of log Z does the exercise penalise?"
+    return ""
+
+
 def _valued_wrongly(want, have, want_loss, got_loss) -> str:
     """Every weight right and the value not: something added to the mean NLL, or lost to rounding."""
     if not torch.allclose(have, want, rtol=1e-2, atol=1e-4) or not isinstance(
@@ -462,8 +523,8 @@ def _valued_wrongly(want, have, want_loss, got_loss) -> str:
         )
     return (
         f"every position has the right weight{exact}, yet your loss is {abs(off):.2g} "
-        f"{'above' if off > 0 else 'below'} the mean NLL of those targets: what does your loss compute "
-        "besides that mean, and in which precision?"
+        f"{'above' if off > 0 else 'below'} the reference: what does your loss compute besides the "
+        "mean NLL and the z-loss, and in which precision?"
     )
 
 
@@ -477,9 +538,10 @@ _FORBID = {
 
 @when_grading
 def check_loss_fn(fn):
-    """Grade a completion-only ``fn(logits, input_ids, attention_mask) -> scalar``: the weight of
-    every position (first differing position named) and the value, against a hidden reference,
-    lmcore's loss forbidden; then ``run_checks`` with ``unscored=prompt_tokens``."""
+    """Grade a completion-only ``fn(logits, input_ids, attention_mask) -> scalar`` with its z-loss:
+    the weight of every position (first differing position named) and the value, against a hidden
+    reference, lmcore's loss forbidden; then ``run_checks`` with ``unscored=prompt_tokens`` and
+    ``z_loss=Z_LOSS``."""
     result = check(
         "my_loss_fn",
         _reading(fn),
@@ -490,9 +552,11 @@ def check_loss_fn(fn):
         explain=explain_loss,
         hint=(
             "Which positions should be scored: is the token after each one a real token after the "
-            "prompt? And does every scored position weigh the same?",
+            "prompt? Does every scored position weigh the same? And which positions' log Z does the "
+            "z-loss see?",
             "labels = input_ids with -100 where attention_mask is 0 or the token is among the first "
-            "PROMPT; then logits[:, :-1] against labels[:, 1:], a mean over the targets left.",
+            "PROMPT; then logits[:, :-1] against labels[:, 1:], a mean over the targets left; plus "
+            "Z_LOSS times the mean of torch.logsumexp(logits[:, :-1], -1) ** 2 over the same targets.",
         ),
     )
     if not result:
@@ -507,9 +571,10 @@ def check_loss_fn(fn):
             pad_id=PAD,
             eos_id=EOS,
             unscored=prompt_tokens,
+            z_loss=Z_LOSS,
         )
     print(
-        f"{'✓' if report.passed else '✗'} run_checks(..., unscored=prompt_tokens) on your loss: "
+        f"{'✓' if report.passed else '✗'} run_checks(..., unscored=prompt_tokens, z_loss=Z_LOSS) on your loss: "
         f"{str(report).splitlines()[0]}"
     )
     return result if report.passed else CheckResult(False, str(report).splitlines()[0])
