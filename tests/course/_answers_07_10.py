@@ -786,6 +786,7 @@ ANSWERS["top_p_filter"] = Answers(
         "returned_in_sorted_order": _top_p_sorted_order_returned,
         "every_tie_at_the_edge_kept": _top_p_every_tie_at_the_edge,
         "mass_before_at_most_p": _top_p_mass_before_at_most_p,
+        "large_p_skipped": lambda probs, p: probs.clone() if p > 0.9 else _top_p_sorted(probs, p),
     },
     first_hints={  # TL._explain_top_p: the property the mistake broke, as a question
         "excludes_the_crossing_token": "takes the sum across p",
@@ -795,6 +796,7 @@ ANSWERS["top_p_filter"] = Answers(
         "returned_in_sorted_order": "sorted by size",
         "every_tie_at_the_edge_kept": "the smallest set that reaches p",
         "mass_before_at_most_p": "the smallest set that reaches p",
+        "large_p_skipped": "the smallest set that reaches p",
     },
     refused={
         "lmcore_filter_logits": (

@@ -216,7 +216,9 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
             quiet,
             False,
         )
-    seen = _sweeps.LEDGER.first_finished()
+    if kind == "error":
+        return _line(f"{FAIL} {_NAME}: {payload}.", quiet, False)
+    seen = _sweeps.LEDGER.first_finished()  # (a refused call inside the prediction is named first)
     if seen is not None and _LOCKED_AT.get(name, 0) > seen:
         return _line(
             f"{FAIL} {_NAME}: your prediction was recorded after a sweep's results were printed in "
@@ -233,8 +235,6 @@ def check_lr_prediction(fn: Callable[[], dict], sweeps: dict, *, quiet: bool = F
             quiet,
             False,
         )
-    if kind == "error":
-        return _line(f"{FAIL} {_NAME}: {payload}.", quiet, False)
     try:
         pred = _normalised(payload)
     except ValueError as exc:

@@ -101,7 +101,7 @@ def plot_lr_sweep(sweep: dict, *, smooth: int = 10, title: str = "One model, sev
     import matplotlib.pyplot as plt
 
     fig, ax = new_figure(width=7.0, height=3.8)
-    cmap = plt.get_cmap("viridis")
+    cmap = plt.get_cmap("plasma")  # ordered by rate; stops at 0.85, before plasma's pale yellow
     top = sweep["ln_v"] + 1
     for k, lr in enumerate(sweep["lrs"]):
         curve = np.asarray(sweep["curves"][lr], dtype=float)
@@ -112,7 +112,7 @@ def plot_lr_sweep(sweep: dict, *, smooth: int = 10, title: str = "One model, sev
         ax.plot(
             np.arange(w - 1, len(curve)),
             np.where(off, top, shown),
-            color=cmap(k / max(1, len(sweep["lrs"]) - 1)),
+            color=cmap(0.85 * k / max(1, len(sweep["lrs"]) - 1)),
             linestyle="--" if off.any() else "-",
             clip_on=False,
             label=f"lr {lr:g} (off the scale, drawn at the top)" if off.any() else f"lr {lr:g}",
