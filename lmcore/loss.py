@@ -51,8 +51,7 @@ def causal_lm_loss(
 
     ``label_smoothing`` (0 to 1) trains each valid target against
     ``q = (1 - label_smoothing) * onehot(target) + label_smoothing / V``, as
-    ``F.cross_entropy(..., label_smoothing=)`` does: its uniform part is scored, like the
-    target's, only at valid targets (an ignored position adds nothing to either).
+    ``F.cross_entropy(..., label_smoothing=)`` does (notebook 03's second exercise).
     """
     require_tensor("logits", logits, 3, "(N, L, V)")
     require_float("logits", logits)

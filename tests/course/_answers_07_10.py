@@ -330,6 +330,14 @@ ANSWERS["my_loss_fn"] = Answers(
             - _z(lg, ids, m)
             + _z(lg, ids, m, where=_completion_labels(ids, m) != -100)
         ),
+        "z_loss_at_the_real_positions_that_predict": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m)
+            - _z(lg, ids, m)
+            + _z(
+                lg, ids, m, where=torch.cat([m[:, :-1] == 1, torch.zeros_like(m[:, :1], dtype=torch.bool)], 1)
+            )
+        ),
+        "z_loss_coefficient_1e-3": lambda lg, ids, m: _loss_reshape(lg, ids, m) + 9 * _z(lg, ids, m),
         "z_loss_summed": lambda lg, ids, m: (
             _loss_reshape(lg, ids, m) - _z(lg, ids, m) + _z(lg, ids, m, reduce="sum")
         ),
@@ -375,6 +383,8 @@ ANSWERS["my_loss_fn"] = Answers(
         "z_loss_at_every_real_token": "which positions' log Z should the penalty see?",
         "z_loss_at_the_completion_tokens_own_positions": "which positions' log Z should the penalty see?",
         "z_loss_summed": "a sum or a mean?",
+        "z_loss_at_the_real_positions_that_predict": "which positions' log Z should the penalty see?",
+        "z_loss_coefficient_1e-3": "which coefficient multiplies",
         "log_z_not_squared": "which power of log Z",
         "log_of_a_sum_of_exps": "an inf or a nan out of large logits",
         "bfloat16": "in which precision",

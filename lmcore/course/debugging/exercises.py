@@ -491,9 +491,10 @@ def _z_loss_wrongly(case, want, have, got_loss) -> str:
     if near(nll):
         return "your value is the mean NLL alone: what does the exercise add to it, and where?"
     own_tokens = (mask == 1) & (torch.arange(ids.shape[1]) >= PROMPT)  # the completion's own positions
-    last = torch.zeros_like(scored)
-    last[:, :-1] = True
-    for where in (torch.ones_like(scored), last, mask == 1, own_tokens):
+    before_last = torch.zeros_like(scored)
+    before_last[:, :-1] = True  # the positions that predict a next token
+    sets = (torch.ones_like(scored), mask == 1, own_tokens)
+    for where in (*sets, *(w & before_last for w in sets)):
         if near(nll + Z_LOSS * log_z[where].pow(2).mean()):
             n, t = (int(v) for v in (where ^ scored).nonzero()[0])
             seen = "counts" if where[n, t] else "leaves out"
@@ -504,6 +505,13 @@ def _z_loss_wrongly(case, want, have, got_loss) -> str:
             )
     if near(nll + Z_LOSS * log_z[scored].pow(2).sum()):
         return "your z-loss grows with the number of scored positions: is the penalty a sum or a mean?"
+    z_right = float(Z_LOSS * log_z[scored].pow(2).mean())
+    k = (got - float(nll)) / z_right if z_right else 0.0
+    if abs(k - round(k, 1)) < 1e-3 * max(1.0, abs(k)) and abs(k - 1) > 0.05 and k > 0:
+        return (
+            f"your loss minus the mean NLL is {k:.3g} times the z-loss the exercise asks for, over "
+            "the right positions: which coefficient multiplies the mean of (log Z)^2?"
+        )
     if near(nll + Z_LOSS * log_z[scored].mean()):
         return "your z-loss grows in step with log Z: which power of log Z does the exercise penalise?"
     return ""
