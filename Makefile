@@ -20,9 +20,11 @@ $(STAMP): requirements.txt pyproject.toml
 # refreshed later without replacing a notebook you changed), opened in JupyterLab.
 # make lab EDITION=instructor: notebooks/ with the solutions (autosave off). DRY_RUN=1: build or
 # refresh the workspace (and the venv, on a fresh clone), then print JupyterLab's command, not start it.
+# make lab LANG=zh: the Chinese edition (zh/notebooks/) in workspace-zh/. Only a LANG given on the
+# command line counts: the environment's LANG (a locale such as en_US.UTF-8) is not a course language.
 EDITION ?= learner
 lab: $(STAMP)
-	$(BIN)/lmcore-course lab --edition $(EDITION) $(if $(DRY_RUN),--dry-run)
+	$(BIN)/lmcore-course lab --edition $(EDITION) $(if $(filter command line,$(origin LANG)),--lang $(LANG)) $(if $(DRY_RUN),--dry-run)
 
 # Is this machine ready for the course? One line per item (Python, torch, the device against the
 # CPU, the notebook stack, the widgets' extension, the workspace, disk), each with its fix.
@@ -151,10 +153,13 @@ NO_SOLUTIONS := $(if $(filter 0,$(SOLUTIONS)),--no-solutions)
 student: $(STAMP)
 	$(BIN)/lmcore-course student student $(NO_SOLUTIONS)
 
-# Re-execute notebooks in place (top to bottom, widget state stripped): make notebooks NB="01_*"
+# Re-execute notebooks in place (top to bottom, widget state stripped): make notebooks NB="01_*";
+# then regenerate their Chinese edition (zh/notebooks/: the same code and outputs), which fails,
+# naming the cell, where an English text changed since it was translated.
 NB ?= *
 notebooks: $(STAMP)
 	$(BIN)/python -m lmcore.course.build.nbtools notebooks/$(NB).ipynb
+	$(BIN)/lmcore-course translate --lang zh "$(NB)"
 
 # Regenerate every PNG in figures/ from the notebooks' own plotting functions (~1-2 min on 2 cores).
 figures: $(STAMP)

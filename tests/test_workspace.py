@@ -333,6 +333,24 @@ def test_lab_dry_run_builds_the_workspace_and_names_the_command(tmp_path, capsys
     assert " 0 added, 0 updated" in capsys.readouterr().out
 
 
+@pytest.mark.skipif(not any((REPO / "zh" / "notebooks").glob("*.ipynb")), reason="no Chinese notebook yet")
+def test_lab_lang_zh_builds_the_chinese_workspace(tmp_path, capsys):
+    folder = tmp_path / "workspace-zh"
+    assert lab_main(["--lang", "zh", "--workspace", str(folder), "--dry-run"]) == 0
+    start = (folder / "START_HERE.md").read_text(encoding="utf-8")
+    assert "你的 lmcore 工作区" in start and "notebooks/00_start_here.ipynb" in start
+    made = sorted(p.name for p in (folder / "notebooks").glob("*.ipynb"))
+    assert made == sorted(p.name for p in (REPO / "zh" / "notebooks").glob("*.ipynb"))
+    english = ws.learner_files(prefix="", extras=False)
+    chinese = ws.learner_files(prefix="", extras=False, lang="zh")
+    for name in made:  # the learner edition of a Chinese notebook: English code, Chinese text
+        en, zh = (json.loads(files[name]) for files in (english, chinese))
+        for a, b in zip(en["cells"], zh["cells"], strict=True):
+            assert a["id"] == b["id"] and (a == b or a["cell_type"] == "markdown")
+    with pytest.raises(ValueError, match="lang"):
+        ws.notebooks_dir("fr")
+
+
 def test_lab_settings_turn_news_off_and_autosave_only_for_the_learner():
     learner, instructor = lab_settings("learner"), lab_settings("instructor")
     notify = "@jupyterlab/apputils-extension/notification.jupyterlab-settings"
@@ -354,6 +372,18 @@ def test_make_lab_dry_run_from_the_makefile(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "would run:" in run.stdout and f"--ServerApp.root_dir={REPO}" in run.stdout
+    # LANG=zh on the command line picks the Chinese edition; a locale in the environment does not
+    env = dict(os.environ, LANG="zh_CN.UTF-8")
+    for args, root in ((["LANG=zh"], REPO / "zh"), ([], REPO)):
+        run = subprocess.run(
+            ["make", "-s", "lab", "DRY_RUN=1", "EDITION=instructor", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert run.returncode == 0, run.stderr
+        assert f"--ServerApp.root_dir={root} " in run.stdout, run.stdout
 
 
 def test_a_replace_refused_while_the_file_is_open_is_retried_where_windows_refuses_it(tmp_path, monkeypatch):
@@ -403,6 +433,10 @@ def test_the_learners_readme_leaves_out_the_results_that_answer_predicts():
     assert "num_items=n_valid_in_whole_accumulated_batch" not in mine
     # the figures (06's block-diagonal mask and reset positions, 09's floor) are left out too
     assert "packing_block_diagonal.png" in readme and "packing_block_diagonal.png" not in mine
+    # ...and so are their image files: only the figures the learner's README still shows ship
+    shipped = {k for k in ws.learner_files() if k.startswith("figures/")}
+    assert "figures/packing_block_diagonal.png" not in shipped and "figures/loss_floor.png" not in shipped
+    assert shipped and all(k in mine for k in shipped)
     assert ws.learner_readme("# x\n## A\na\n") == "# x\n## A\na\n"
     assert ws.learner_readme("# x\n## Results\nr\n") == "# x\n" + ws._LEFT_OUT["Results"]
     assert (

@@ -5,6 +5,7 @@
     lmcore-course student [DIR] [--no-solutions]
     lmcore-course grade SUBMISSIONS [--out DIR]
     lmcore-course doctor [--workspace DIR] [--device DEV]
+    lmcore-course translate [--lang zh] [--check] [--update] [NN_* ...]
 
 Each subcommand is the ``main`` of the module that does the work (:data:`COMMANDS`); the
 Makefile's ``lab``, ``progress``, ``student``, ``grade`` and ``doctor`` targets call this command,
@@ -29,6 +30,11 @@ COMMANDS = {
     ),
     "student": ("lmcore.course.build.workspace", "student_main", "write the student edition for a class"),
     "grade": ("lmcore.course.build.grade", "main", "grade submissions with nbgrader (the teach extra)"),
+    "translate": (
+        "lmcore.course.build.i18n",
+        "main",
+        "generate or check the translated notebooks (zh/notebooks/) from their translations",
+    ),
     "doctor": (
         "lmcore.course.build.doctor",
         "main",

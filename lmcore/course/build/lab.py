@@ -3,6 +3,8 @@
 - ``make lab`` (``--edition learner``): the workspace ``workspace/`` (git-ignored, see
   :mod:`lmcore.course.build.workspace`), opened on its start page. Autosave stays on: the
   folder is the learner's.
+- ``make lab LANG=zh`` (``--lang zh``): the same from the Chinese edition (``zh/notebooks/``) in
+  ``workspace-zh/``, opened on its Chinese start page.
 - ``make lab EDITION=instructor``: the repository itself (``notebooks/``, solutions in place),
   with autosave off, so opening a notebook never rewrites a tracked file.
 
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 
 from .paths import DEFAULT_WORKSPACE, LAB_STATE, course_root
-from .workspace import build_workspace, report
+from .workspace import LANGUAGES, build_workspace, report
 
 __all__ = ["EDITIONS", "lab_settings", "lab_command", "write_settings", "main"]
 
@@ -78,18 +80,28 @@ def _shown(cmd: list[str]) -> str:
 def main(argv=None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--edition", default="learner", choices=EDITIONS)
-    parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help="the learner's folder")
+    parser.add_argument("--lang", default="en", choices=LANGUAGES, help="the notebooks' language (zh: 中文)")
+    parser.add_argument(
+        "--workspace",
+        default=None,
+        help="the learner's folder (default: workspace, or workspace-zh for --lang zh)",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
         help="build or refresh the workspace, print the command, start nothing",
     )
     args = parser.parse_args(argv)
+    if args.workspace is None:
+        default = Path(DEFAULT_WORKSPACE)
+        args.workspace = str(
+            default if args.lang == "en" else default.with_name(f"{default.name}-{args.lang}")
+        )
     if args.edition == "learner":
-        print(report(build_workspace(args.workspace), args.workspace), flush=True)
+        print(report(build_workspace(args.workspace, lang=args.lang), args.workspace), flush=True)
         root = Path(args.workspace)
     else:
-        root = course_root()
+        root = course_root() / ("" if args.lang == "en" else args.lang)
     state = LAB_STATE / args.edition
     env = dict(os.environ)
     env["JUPYTERLAB_SETTINGS_DIR"] = str(state / "settings")

@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 VERDICT_CALL = re.compile(r"\b(in_range|near|holds|below|above|check_\w+|run_checks)\(")
-NUMBER = re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*")
+# after no ASCII letter, digit, _ or dot: a number right after a Chinese character is one too
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+\.\d+(?:\.\d+)*")
 
 
 def load(path) -> dict:

@@ -1,0 +1,267 @@
+"""The course in other languages: translations that cannot go stale silently.
+
+For each notebook ``notebooks/NN_name.ipynb`` a language keeps one text file,
+``LANG/translations/NN_name.txt``: per markdown cell, in the notebook's order, the English text it
+translates (its sha256 on the cell's header line) and the translation::
+
+    === cell f83437f6 sha256 1a2b3c4d5e6f7a8b ===
+    --- en ---
+    ### Exercise 2 · ...
+    --- zh ---
+    ### 练习 2 · ...
+
+``LANG/notebooks/NN_name.ipynb`` is generated from the two (:func:`generate`): the English
+notebook with each markdown cell's text replaced by its translation, code cells and their outputs
+untouched, so the numbers a reader sees are the ones nbval verifies in the English edition.
+
+:func:`drift` names every markdown cell whose English changed since it was translated (with a
+diff of the English), every cell not translated yet, every translation of a cell that no longer
+exists, and a header whose hash does not match the English it holds. The tests fail on any of
+them, and on a committed notebook that differs from a fresh generation.
+
+    lmcore-course translate [--lang zh] [--check] [--update] [NN_* ...]
+
+writes the generated notebooks (refusing while anything drifts), ``--check`` only reports, and
+``--update`` adds a block for each untranslated cell (the English filled in, the translation
+empty) without touching a translated one, stale or not: a stale block keeps the old English until
+a translator revises it, so that its diff stays visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import REPO
+
+__all__ = [
+    "LANGUAGES",
+    "Block",
+    "Problem",
+    "english_hash",
+    "parse",
+    "render",
+    "translations_path",
+    "edition_path",
+    "load",
+    "drift",
+    "generate",
+    "updated",
+    "main",
+]
+
+LANGUAGES = {"zh": "中文"}  # language code -> its name, in itself
+
+_HEADER = re.compile(r"^=== cell (\S+) sha256 ([0-9a-f]{16}) ===$")
+_EN, _TRANSLATION = "--- en ---", "--- {lang} ---"
+_INTRO = (
+    "# lmcore translation of notebooks/{name}.ipynb into {lang} ({language}).\n"
+    "# One block per markdown cell: the English it translates (its sha256 on the header line), then\n"
+    "# the translation. Edit the translation only; `lmcore-course translate --lang {lang} --check`\n"
+    "# names any cell whose English changed since, with a diff.\n"
+)
+
+
+@dataclass
+class Block:
+    """One markdown cell's translation: the cell id, the hash recorded on its header, the English
+    it translates and the translation ('' while none is written)."""
+
+    cell: str
+    sha: str
+    en: str
+    text: str
+
+
+@dataclass
+class Problem:
+    """What :func:`drift` found in one cell: ``kind`` is ``stale``, ``untranslated``, ``orphan``
+    or ``hash``; ``detail`` says what changed (a diff of the English, for ``stale``)."""
+
+    notebook: str
+    cell: str
+    kind: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.notebook}: cell {self.cell}: {self.kind}"
+        return f"{text}\n{self.detail}" if self.detail else text
+
+
+def english_hash(text: str) -> str:
+    """The first 16 hex digits of the sha256 of a markdown cell's text (trailing newlines dropped)."""
+    return hashlib.sha256(text.rstrip("\n").encode("utf-8")).hexdigest()[:16]
+
+
+def _require_lang(lang) -> str:
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {sorted(LANGUAGES)}; got {lang!r}.")
+    return lang
+
+
+def parse(text: str, lang: str) -> list[Block]:
+    """The blocks of a translation file (the comment lines before the first block are skipped):
+    each block's English exactly as :func:`render` wrote it, its translation with the blank lines
+    that separate blocks dropped."""
+    _require_lang(lang)
+    marker = _TRANSLATION.format(lang=lang)
+    blocks, lines = [], text.split("\n")
+    starts = [i for i, line in enumerate(lines) if _HEADER.match(line)]
+    for k, start in enumerate(starts):
+        cell, sha = _HEADER.match(lines[start]).groups()
+        body = lines[start + 1 : starts[k + 1] if k + 1 < len(starts) else len(lines)]
+        if not body or body[0] != _EN or marker not in body:
+            raise ValueError(
+                f"the block of cell {cell} must start with {_EN!r} and hold a {marker!r} line "
+                f"(line {start + 1})."
+            )
+        split = body.index(marker)
+        en = "\n".join(body[1:split])  # exactly as rendered: render() writes it unchanged
+        translated = "\n".join(body[split + 1 :]).rstrip("\n")
+        blocks.append(Block(cell, sha, en, translated))
+    return blocks
+
+
+def render(blocks: list[Block], lang: str, name: str) -> str:
+    """The text of a translation file holding ``blocks`` (the inverse of :func:`parse`)."""
+    marker = _TRANSLATION.format(lang=_require_lang(lang))
+    out = [_INTRO.format(name=name, lang=lang, language=LANGUAGES[lang])]
+    for b in blocks:
+        out.append(f"=== cell {b.cell} sha256 {b.sha} ===\n{_EN}\n{b.en}\n{marker}\n{b.text}\n")
+    return "\n".join(out)
+
+
+def translations_path(notebook: Path, lang: str, root: Path = REPO) -> Path:
+    return Path(root) / _require_lang(lang) / "translations" / f"{Path(notebook).stem}.txt"
+
+
+def edition_path(notebook: Path, lang: str, root: Path = REPO) -> Path:
+    return Path(root) / _require_lang(lang) / "notebooks" / Path(notebook).name
+
+
+def _markdown(notebook: Path) -> list[tuple[str, str]]:
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    return [(c["id"], "".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def load(notebook: Path, lang: str, root: Path = REPO) -> list[Block]:
+    """The blocks of ``notebook``'s translation file; [] when it has none yet."""
+    path = translations_path(notebook, lang, root)
+    return parse(path.read_text(encoding="utf-8"), lang) if path.is_file() else []
+
+
+def _diff(old: str, new: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), "translated from", "English now", lineterm=""
+    )
+    return "\n".join("    " + line for line in lines)
+
+
+def drift(notebook: Path, lang: str, root: Path = REPO) -> list[Problem]:
+    """Every way ``notebook``'s translation differs from its English markdown cells."""
+    name = Path(notebook).name
+    blocks = {b.cell: b for b in load(notebook, lang, root)}
+    problems = []
+    english = _markdown(notebook)
+    for cell, text in english:
+        b = blocks.get(cell)
+        if b is None or not b.text.strip():
+            problems.append(Problem(name, cell, "untranslated"))
+        elif english_hash(b.en) != b.sha:
+            problems.append(
+                Problem(name, cell, "hash", "the header's sha256 is not the English the block holds")
+            )
+        elif b.sha != english_hash(text):
+            problems.append(Problem(name, cell, "stale", _diff(b.en, text.rstrip("\n"))))
+    ids = {cell for cell, _ in english}
+    problems += [
+        Problem(name, cell, "orphan", "no markdown cell has this id") for cell in blocks if cell not in ids
+    ]
+    return problems
+
+
+def generate(notebook: Path, lang: str, root: Path = REPO) -> str:
+    """The translated notebook's JSON: ``notebook`` with each markdown cell's text replaced by
+    its translation and the notebook's language set. Raises ValueError while anything drifts."""
+    problems = drift(notebook, lang, root)
+    if problems:
+        raise ValueError(
+            f"{len(problems)} cell(s) of {Path(notebook).name} drift:\n" + "\n".join(map(str, problems))
+        )
+    texts = {b.cell: b.text for b in load(notebook, lang, root)}
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown":
+            c["source"] = texts[c["id"]].splitlines(keepends=True)
+    nb["metadata"]["language"] = lang
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def updated(notebook: Path, lang: str, root: Path = REPO) -> str:
+    """The translation file with a block for every markdown cell, in the notebook's order: the
+    existing blocks kept as they are (stale ones too), an empty one for each untranslated cell,
+    orphans dropped."""
+    blocks = {b.cell: b for b in load(notebook, lang, root)}
+    out = [
+        blocks.get(cell) or Block(cell, english_hash(text), text.rstrip("\n"), "")
+        for cell, text in _markdown(notebook)
+    ]
+    return render(out, lang, Path(notebook).stem)
+
+
+def _notebooks(root: Path, patterns) -> list[Path]:
+    found = sorted({p for pat in patterns or ["*"] for p in (Path(root) / "notebooks").glob(f"{pat}.ipynb")})
+    if not found:
+        raise FileNotFoundError(f"no notebook matches {patterns} in {Path(root) / 'notebooks'}")
+    return found
+
+
+def main(argv=None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Generate or check the course's translated notebooks (LANG/notebooks/)."
+    )
+    parser.add_argument("notebooks", nargs="*", help='name patterns, e.g. "03_*" (default: every notebook)')
+    parser.add_argument("--lang", default="zh", choices=sorted(LANGUAGES))
+    parser.add_argument(
+        "--check", action="store_true", help="report drift and stale generated notebooks; write nothing"
+    )
+    parser.add_argument("--update", action="store_true", help="add an empty block for each untranslated cell")
+    args = parser.parse_args(argv)
+    failed = 0
+    for nb in _notebooks(REPO, args.notebooks):
+        if not args.update and not translations_path(nb, args.lang).is_file():
+            print(f"{nb.name}: no {args.lang} translation yet (--update starts one)")
+            continue
+        if args.update:
+            path = translations_path(nb, args.lang)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(updated(nb, args.lang), encoding="utf-8", newline="\n")
+        problems = drift(nb, args.lang)
+        for p in problems:
+            print(p)
+        failed += bool(problems)
+        if problems:
+            continue
+        out, fresh = edition_path(nb, args.lang), generate(nb, args.lang)
+        current = out.read_text(encoding="utf-8") if out.is_file() else None
+        if args.check:
+            if current != fresh:
+                print(
+                    f"{out.relative_to(REPO)}: differs from a fresh generation (run lmcore-course translate)"
+                )
+                failed += 1
+        elif current != fresh:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(fresh, encoding="utf-8", newline="\n")
+            print(f"wrote {out.relative_to(REPO)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The translated editions (lmcore.course.build.i18n): the file format round-trips, every kind
+of drift is named (notebook, cell id, what changed), a generated notebook keeps the English
+code and outputs, and the committed translations and notebooks are current."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lmcore.course.build import i18n
+from lmcore.course.build.paths import REPO
+
+NOTEBOOK = REPO / "notebooks" / "00_start_here.ipynb"
+
+
+def _fake_repo(tmp_path) -> Path:
+    """A copy of notebook 00 in a repository of its own, every markdown cell translated."""
+    (tmp_path / "notebooks").mkdir()
+    nb = tmp_path / "notebooks" / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, nb)
+    blocks = i18n.parse(i18n.updated(nb, "zh", tmp_path), "zh")
+    for b in blocks:
+        b.text = "译文：" + b.en
+    path = i18n.translations_path(nb, "zh", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(i18n.render(blocks, "zh", nb.stem), encoding="utf-8")
+    return nb
+
+
+def _edit_markdown(nb: Path, index: int, new: str) -> str:
+    data = json.loads(nb.read_text(encoding="utf-8"))
+    cells = [c for c in data["cells"] if c["cell_type"] == "markdown"]
+    cells[index]["source"] = new.splitlines(keepends=True)
+    nb.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return cells[index]["id"]
+
+
+def test_the_file_format_round_trips_any_markdown():
+    tricky = [
+        i18n.Block("a1", i18n.english_hash("x"), "x", "甲"),
+        i18n.Block(
+            "b2", "0" * 16, "\nleading blank line\n\n--- not a marker ---\n```python\nx = 1\n```", "乙\n\n丙"
+        ),
+        i18n.Block("c3", "1" * 16, "trailing spaces   \n| a | b |\n|---|---|", ""),
+    ]
+    text = i18n.render(tricky, "zh", "00_x")
+    assert i18n.parse(text, "zh") == tricky
+    assert i18n.render(i18n.parse(text, "zh"), "zh", "00_x") == text
+
+
+def test_a_fully_translated_notebook_has_no_drift_and_generates(tmp_path):
+    nb = _fake_repo(tmp_path)
+    assert i18n.drift(nb, "zh", tmp_path) == []
+    out = json.loads(i18n.generate(nb, "zh", tmp_path))
+    english = json.loads(nb.read_text(encoding="utf-8"))
+    assert out["metadata"]["language"] == "zh"
+    for en, zh in zip(english["cells"], out["cells"], strict=True):
+        assert en["id"] == zh["id"] and en["cell_type"] == zh["cell_type"]
+        if en["cell_type"] == "code":
+            assert en == zh  # code and outputs untouched: the numbers nbval checks
+        else:
+            assert "".join(zh["source"]) == "译文：" + "".join(en["source"]).rstrip("\n")
+
+
+def test_a_changed_english_cell_names_notebook_cell_and_the_change(tmp_path):
+    nb = _fake_repo(tmp_path)
+    cell = _edit_markdown(nb, 1, "A sentence that was not there before.")
+    (problem,) = i18n.drift(nb, "zh", tmp_path)
+    assert (problem.notebook, problem.cell, problem.kind) == (nb.name, cell, "stale")
+    assert "+A sentence that was not there before." in problem.detail
+    assert nb.name in str(problem) and cell in str(problem)
+    with pytest.raises(ValueError, match=cell):
+        i18n.generate(nb, "zh", tmp_path)
+    # --update leaves the stale block as it was, so its diff stays visible
+    assert i18n.parse(i18n.updated(nb, "zh", tmp_path), "zh") == i18n.load(nb, "zh", tmp_path)
+
+
+def test_untranslated_orphan_and_tampered_cells_are_named(tmp_path):
+    nb = _fake_repo(tmp_path)
+    path = i18n.translations_path(nb, "zh", tmp_path)
+    blocks = i18n.load(nb, "zh", tmp_path)
+    blocks[0].text = ""  # not translated yet
+    blocks[1].en += " (edited by hand)"  # the header's hash no longer matches
+    blocks.append(i18n.Block("gone", i18n.english_hash("old"), "old", "旧"))
+    path.write_text(i18n.render(blocks, "zh", nb.stem), encoding="utf-8")
+    kinds = {(p.cell, p.kind) for p in i18n.drift(nb, "zh", tmp_path)}
+    assert kinds == {(blocks[0].cell, "untranslated"), (blocks[1].cell, "hash"), ("gone", "orphan")}
+    updated = i18n.parse(i18n.updated(nb, "zh", tmp_path), "zh")
+    assert "gone" not in {b.cell for b in updated} and updated[0].text == ""
+
+
+def test_a_notebook_with_no_translation_is_untranslated_everywhere(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    nb = tmp_path / "notebooks" / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, nb)
+    problems = i18n.drift(nb, "zh", tmp_path)
+    assert problems and {p.kind for p in problems} == {"untranslated"}
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="lang"):
+        i18n.parse("", "fr")
+    with pytest.raises(ValueError, match="cell x1"):
+        i18n.parse("=== cell x1 sha256 0123456789abcdef ===\nno marker\n", "zh")
+
+
+TRANSLATED = sorted(p for p in (REPO / "zh" / "translations").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", TRANSLATED, ids=lambda p: p.stem)
+def test_the_committed_translation_is_current_and_its_notebook_generated(path):
+    nb = REPO / "notebooks" / f"{path.stem}.ipynb"
+    assert nb.is_file(), f"{path} translates no notebook"
+    problems = i18n.drift(nb, "zh")
+    assert not problems, "\n".join(map(str, problems))
+    committed = i18n.edition_path(nb, "zh")
+    assert committed.is_file() and committed.read_text(encoding="utf-8") == i18n.generate(nb, "zh"), (
+        f"{committed} is not a fresh generation: run lmcore-course translate --lang zh"
+    )
+
+
+def test_every_chinese_notebook_has_its_translation():
+    made = {p.stem for p in (REPO / "zh" / "notebooks").glob("*.ipynb")}
+    assert made == {p.stem for p in TRANSLATED}
