@@ -60,7 +60,7 @@ def test_a_fully_translated_notebook_has_no_drift_and_generates(tmp_path):
         if en["cell_type"] == "code":
             assert en == zh  # code and outputs untouched: the numbers nbval checks
         else:
-            assert "".join(zh["source"]) == "译文：" + "".join(en["source"]).rstrip("\n")
+            assert "".join(zh["source"]) == i18n.join_cjk_lines("译文：" + "".join(en["source"]).rstrip("\n"))
 
 
 def test_a_changed_english_cell_names_notebook_cell_and_the_change(tmp_path):
@@ -96,6 +96,13 @@ def test_a_notebook_with_no_translation_is_untranslated_everywhere(tmp_path):
     shutil.copy(NOTEBOOK, nb)
     problems = i18n.drift(nb, "zh", tmp_path)
     assert problems and {p.kind for p in problems} == {"untranslated"}
+
+
+def test_line_breaks_between_chinese_characters_are_joined_and_nothing_else():
+    text = "第一行的句子，\n接着第二行。\nEnglish line\n中文\n- 列表项\n| 表 | 格 |\n```python\n# 注释\n# 注释二\n```\n中文结尾"
+    joined = i18n.join_cjk_lines(text)
+    assert joined.startswith("第一行的句子，接着第二行。\nEnglish line\n中文\n- 列表项\n| 表 | 格 |\n")
+    assert "# 注释\n# 注释二\n```\n中文结尾" in joined  # code kept; a fence's end is not a CJK character
 
 
 def test_bad_input():

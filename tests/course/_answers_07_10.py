@@ -338,6 +338,9 @@ ANSWERS["my_loss_fn"] = Answers(
             )
         ),
         "z_loss_coefficient_1e-3": lambda lg, ids, m: _loss_reshape(lg, ids, m) + 9 * _z(lg, ids, m),
+        "z_loss_on_detached_logits": lambda lg, ids, m: (
+            _loss_reshape(lg, ids, m) - _z(lg, ids, m) + _z(lg.detach(), ids, m)
+        ),
         "z_loss_summed": lambda lg, ids, m: (
             _loss_reshape(lg, ids, m) - _z(lg, ids, m) + _z(lg, ids, m, reduce="sum")
         ),
@@ -383,6 +386,7 @@ ANSWERS["my_loss_fn"] = Answers(
         "z_loss_at_every_real_token": "which positions' log Z should the penalty see?",
         "z_loss_at_the_completion_tokens_own_positions": "which positions' log Z should the penalty see?",
         "z_loss_summed": "a sum or a mean?",
+        "z_loss_on_detached_logits": "does autograd not follow back to the logits?",
         "z_loss_at_the_real_positions_that_predict": "which positions' log Z should the penalty see?",
         "z_loss_coefficient_1e-3": "which coefficient multiplies",
         "log_z_not_squared": "which power of log Z",

@@ -51,6 +51,7 @@ __all__ = [
     "edition_path",
     "load",
     "drift",
+    "join_cjk_lines",
     "generate",
     "updated",
     "main",
@@ -186,9 +187,40 @@ def drift(notebook: Path, lang: str, root: Path = REPO) -> list[Problem]:
     return problems
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")  # CJK characters and punctuation
+_BLOCK_START = re.compile(r"\s*([-*+>|#]|\d+[.)]\s|\$\$)")  # a list item, quote, table row, heading, math
+
+
+def join_cjk_lines(text: str) -> str:
+    """The translation as Markdown should render it: a line break between two CJK characters
+    inside a paragraph joined (Markdown turns a soft break into a space, which Chinese text does
+    not have between its characters); code blocks, and lines that open a list item, a quote, a
+    table row, a heading or display math, kept as they are."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        starts_fence = line.lstrip().startswith("```")
+        prev = out[-1] if out else ""
+        if (
+            not fenced
+            and not starts_fence
+            and prev
+            and line
+            and _CJK.match(prev[-1])
+            and _CJK.match(line.lstrip()[:1] or " ")
+            and not _BLOCK_START.match(line)
+        ):
+            out[-1] = prev + line.lstrip()
+        else:
+            out.append(line)
+        if starts_fence:
+            fenced = not fenced
+    return "\n".join(out)
+
+
 def generate(notebook: Path, lang: str, root: Path = REPO) -> str:
     """The translated notebook's JSON: ``notebook`` with each markdown cell's text replaced by
-    its translation and the notebook's language set. Raises ValueError while anything drifts."""
+    its translation (:func:`join_cjk_lines`) and the notebook's language set. Raises ValueError
+    while anything drifts."""
     problems = drift(notebook, lang, root)
     if problems:
         raise ValueError(
@@ -198,7 +230,7 @@ def generate(notebook: Path, lang: str, root: Path = REPO) -> str:
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     for c in nb["cells"]:
         if c["cell_type"] == "markdown":
-            c["source"] = texts[c["id"]].splitlines(keepends=True)
+            c["source"] = join_cjk_lines(texts[c["id"]]).splitlines(keepends=True)
     nb["metadata"]["language"] = lang
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 

@@ -293,15 +293,25 @@ def show_completion_loss(seed: int = 3) -> None:
     )
 
 
+_G = "gradient at the case's logits"
+
+
 def _reading(fn):
-    """What the checker compares: each position's weight (from the gradient at zero logits) and
-    the loss at the case's logits."""
+    """What the checker compares: each position's weight (from the gradient at zero logits), the
+    loss at the case's logits, and its gradient there (where a z-loss's gradient shows: at zero
+    logits it is uniform over the vocabulary, which the weights leave out)."""
 
     def read(logits, ids, mask):
-        value = fn(logits, ids, mask)
+        x = logits.detach().clone().requires_grad_(True)
+        with torch.enable_grad():
+            value = fn(x, ids, mask)
+        grad = torch.zeros_like(x)
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            (grad,) = torch.autograd.grad(value, x, allow_unused=True)
+            grad = torch.zeros_like(x) if grad is None else grad
         weight = gradient_reading(fn, ids, mask, logits.shape[-1])[0]
         value = value.detach() if isinstance(value, torch.Tensor) else value
-        return {"weight of each position's logits": weight.detach(), "loss": value}
+        return {"weight of each position's logits": weight.detach(), "loss": value, _G: grad.detach()}
 
     read.loss_fn = fn  # what explain_loss reads the targets of
     return read
@@ -363,6 +373,7 @@ def explain_loss(fn, case, expected, got) -> str:
         or _left_out(ids, want, have)
         or _weighed_wrongly(mask, want, have)
         or _z_loss_wrongly(case, want, have, got["loss"])
+        or _z_loss_detached(want, have, expected, got)
         or _valued_wrongly(want, have, expected["loss"], got["loss"])
     )
 
@@ -514,6 +525,22 @@ def _z_loss_wrongly(case, want, have, got_loss) -> str:
         )
     if near(nll + Z_LOSS * log_z[scored].mean()):
         return "your z-loss grows in step with log Z: which power of log Z does the exercise penalise?"
+    return ""
+
+
+def _z_loss_detached(want, have, expected, got) -> str:
+    """Every weight and the value right, the gradient at the case's logits not: a term autograd
+    does not see (a z-loss computed on detached logits, or under no_grad)."""
+    if not torch.allclose(have, want, rtol=1e-2, atol=1e-4) or _G not in got:
+        return ""
+    same_value = abs(float(got["loss"]) - float(expected["loss"])) < 1e-5 * max(
+        1.0, abs(float(expected["loss"]))
+    )
+    if same_value and not torch.allclose(torch.as_tensor(got[_G]).double(), expected[_G].double(), atol=1e-6):
+        return (
+            "your loss has the right value and the right weights, but not the right gradient at these "
+            "logits: which part of the value does autograd not follow back to the logits?"
+        )
     return ""
 
 
