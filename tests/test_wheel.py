@@ -29,7 +29,12 @@ def wheel(tmp_path_factory):
 def test_the_wheel_carries_every_notebook_figure_and_the_runs_they_load(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     data = "lmcore-0.1.0.data/data/share/lmcore/"
-    for rel in _tracked("notebooks/*.ipynb") | _tracked("zh/notebooks/*.ipynb") | _tracked("figures/*.png") | {"README.md"}:
+    for rel in (
+        _tracked("notebooks/*.ipynb")
+        | _tracked("zh/notebooks/*.ipynb")
+        | _tracked("figures/*.png")
+        | {"README.md"}
+    ):
         assert data + rel in names, rel
     for rel in _tracked("lmcore/*"):  # every file of the package, the reference run included
         assert rel in names, rel
