@@ -117,7 +117,7 @@ TRANSLATED = sorted(p for p in (REPO / "zh" / "translations").glob("*.txt"))
 
 @pytest.mark.parametrize("path", TRANSLATED, ids=lambda p: p.stem)
 def test_the_committed_translation_is_current_and_its_notebook_generated(path):
-    nb = REPO / "notebooks" / f"{path.stem}.ipynb"
+    nb = REPO / "README.md" if path.stem == "README" else REPO / "notebooks" / f"{path.stem}.ipynb"
     assert nb.is_file(), f"{path} translates no notebook"
     problems = i18n.drift(nb, "zh")
     assert not problems, "\n".join(map(str, problems))
@@ -129,4 +129,29 @@ def test_the_committed_translation_is_current_and_its_notebook_generated(path):
 
 def test_every_chinese_notebook_has_its_translation():
     made = {p.stem for p in (REPO / "zh" / "notebooks").glob("*.ipynb")}
-    assert made == {p.stem for p in TRANSLATED}
+    assert made == {p.stem for p in TRANSLATED} - {"README"}
+
+
+def test_the_readme_translates_the_learner_sections_and_names_a_changed_one(tmp_path):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (tmp_path / "README.md").write_text(readme, encoding="utf-8")
+    src = tmp_path / "README.md"
+    units = dict(i18n._markdown(src))
+    assert list(units) == [i18n._slug(t) for t in i18n.README_SECTIONS]
+    assert units["course-map"].startswith("## Course map\n") and "\n## " not in units["course-map"]
+    blocks = i18n.parse(i18n.updated(src, "zh", tmp_path), "zh")
+    for b in blocks:
+        b.text = "译文：" + b.en
+    path = i18n.translations_path(src, "zh", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(i18n.render(blocks, "zh", "README"), encoding="utf-8")
+    assert i18n.drift(src, "zh", tmp_path) == []
+    out = i18n.generate(src, "zh", tmp_path)
+    assert out.startswith("# lmcore") and out.count("译文：## ") == len(i18n.README_SECTIONS)
+    assert i18n.edition_path(src, "zh", tmp_path) == tmp_path / "zh" / "README.md"
+    src.write_text(
+        readme.replace("## Troubleshooting\n", "## Troubleshooting\nA new first line.\n"), encoding="utf-8"
+    )
+    (problem,) = i18n.drift(src, "zh", tmp_path)
+    assert (problem.notebook, problem.cell, problem.kind) == ("README.md", "troubleshooting", "stale")
+    assert "+A new first line." in problem.detail

@@ -341,6 +341,9 @@ def test_lab_lang_zh_builds_the_chinese_workspace(tmp_path, capsys):
     assert "你的 lmcore 工作区" in start and "notebooks/00_start_here.ipynb" in start
     made = sorted(p.name for p in (folder / "notebooks").glob("*.ipynb"))
     assert made == sorted(p.name for p in (REPO / "zh" / "notebooks").glob("*.ipynb"))
+    if (REPO / "zh" / "README.md").is_file():  # the README's learner sections, translated
+        assert (folder / "README.md").read_bytes() == (REPO / "zh" / "README.md").read_bytes()
+        assert (folder / "README.en.md").read_text(encoding="utf-8").startswith("# lmcore")
     english = ws.learner_files(prefix="", extras=False)
     chinese = ws.learner_files(prefix="", extras=False, lang="zh")
     for name in made:  # the learner edition of a Chinese notebook: English code, Chinese text

@@ -353,6 +353,12 @@ ANSWERS["my_eos_padded_labels"] = Answers(
         "last_eos_kept": _eos_last_kept,
         "shifted_the_wrong_way": _eos_before_an_eos,
     },
+    first_hints={  # pad_ex._explain_eos_labels: what the token at the first wrong label is
+        "every_eos": "how would the model learn to stop?",
+        "nothing_masked": "is it text, or padding?",
+        "second_eos_kept": "is it text, or padding?",
+        "last_eos_kept": "which labels does the fix touch?",
+    },
     refused={
         "reference": (lambda ids, e: pad_ex.eos_padded_labels(ids, e), "that is the course's reference"),
         "labels_from_attention_mask": (

@@ -138,16 +138,49 @@ def render(blocks: list[Block], lang: str, name: str) -> str:
     return "\n".join(out)
 
 
+# The README's sections a learner reads (README.md's learner copy is the English of these):
+# translated as blocks like a notebook's cells, their id the title's slug, into LANG/README.md.
+README_SECTIONS = (
+    "Start here as a learner",
+    "What you will be able to do",
+    "Course map",
+    "How exercises and the student edition work",
+    "Troubleshooting",
+)
+_README_HEAD = {
+    "zh": "# lmcore · 因果语言模型如何把文本变成训练信号（中文版）\n\n"
+    "这是课程 README 中面向学习者的部分的译文，由 `lmcore-course translate --lang zh` 从英文版生成；"
+    "其余部分（讲师、测试、结果、在你自己的代码里使用 lmcore……）只有英文，见仓库根目录的 README.md。\n",
+}
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
 def translations_path(notebook: Path, lang: str, root: Path = REPO) -> Path:
     return Path(root) / _require_lang(lang) / "translations" / f"{Path(notebook).stem}.txt"
 
 
 def edition_path(notebook: Path, lang: str, root: Path = REPO) -> Path:
+    if Path(notebook).suffix == ".md":
+        return Path(root) / _require_lang(lang) / Path(notebook).name
     return Path(root) / _require_lang(lang) / "notebooks" / Path(notebook).name
 
 
 def _markdown(notebook: Path) -> list[tuple[str, str]]:
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    """(id, English text) of every unit a translation covers: a notebook's markdown cells, or the
+    README's :data:`README_SECTIONS` (each from its ``## `` heading to the next)."""
+    text = Path(notebook).read_text(encoding="utf-8")
+    if Path(notebook).suffix == ".md":
+        units = []
+        for title in README_SECTIONS:
+            m = re.search(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", text, flags=re.M | re.S)
+            if m is None:
+                raise ValueError(f"{Path(notebook).name} has no '## {title}' section")
+            units.append((_slug(title), m.group(0).rstrip("\n")))
+        return units
+    nb = json.loads(text)
     return [(c["id"], "".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown"]
 
 
@@ -227,6 +260,9 @@ def generate(notebook: Path, lang: str, root: Path = REPO) -> str:
             f"{len(problems)} cell(s) of {Path(notebook).name} drift:\n" + "\n".join(map(str, problems))
         )
     texts = {b.cell: b.text for b in load(notebook, lang, root)}
+    if Path(notebook).suffix == ".md":  # the README's learner sections, in order, under a header
+        parts = [_README_HEAD[lang]] + [join_cjk_lines(texts[cell]) for cell, _ in _markdown(notebook)]
+        return "\n\n".join(p.strip("\n") for p in parts) + "\n"
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     for c in nb["cells"]:
         if c["cell_type"] == "markdown":
@@ -248,7 +284,11 @@ def updated(notebook: Path, lang: str, root: Path = REPO) -> str:
 
 
 def _notebooks(root: Path, patterns) -> list[Path]:
-    found = sorted({p for pat in patterns or ["*"] for p in (Path(root) / "notebooks").glob(f"{pat}.ipynb")})
+    """The notebooks the patterns name (all by default), and the README by default or when a
+    pattern is ``README``."""
+    patterns = list(patterns or ["*", "README"])
+    found = sorted({p for pat in patterns for p in (Path(root) / "notebooks").glob(f"{pat}.ipynb")})
+    found += [Path(root) / "README.md"] if "README" in patterns else []
     if not found:
         raise FileNotFoundError(f"no notebook matches {patterns} in {Path(root) / 'notebooks'}")
     return found

@@ -112,7 +112,8 @@ notebook 保持原样，它的新版本写在**旁边**（`NN_name.course-update
   它运行本工作区的每个检查并打印一张表，不改动任何文件。
 - **有东西不工作？** `lmcore-course doctor` 逐项检查这台机器是否适合本课程，每项附带修复方法。
 - 中文版 notebook 的文字是译文；代码、输出以及检查和提示的信息与英文版相同（英文）。
-- 课程自己的 README 是 [README.md](README.md)（英文）。
+- 课程 README 中面向学习者的部分见 [README.md](README.md)；完整的英文 README 是
+  [README.en.md](README.en.md)。
 """
 
 LANGUAGES = ("en", "zh")  # the editions a workspace can hold: the English notebooks, or zh/notebooks/
@@ -345,6 +346,11 @@ def learner_files(
         if (repo / "README.md").is_file():
             readme = learner_readme((repo / "README.md").read_text("utf-8"))
             files["README.md"], shown = readme.encode("utf-8"), readme
+            translated = repo / lang / "README.md"  # the learner sections, translated (i18n)
+            if lang != "en" and translated.is_file():
+                files["README.en.md"] = files["README.md"]
+                files["README.md"] = translated.read_bytes()
+                shown += translated.read_text("utf-8")
         for fig in sorted((repo / "figures").glob("*.png")):  # only those the learner's README shows:
             if f"figures/{fig.name}" in shown:  # the others picture what exercises build
                 files[f"figures/{fig.name}"] = fig.read_bytes()

@@ -58,6 +58,40 @@ def _eos_rows(seed: int, eos_id: int, N: int = 4, L: int = 9):
     return ids
 
 
+def _explain_eos_labels(fn, case, expected, got) -> str:
+    """The first position (after position 0, which is never a target) where the labels differ,
+    named by what the token there is: the row's first EOS, EOS padding after it, a row with no
+    EOS, or a token that is no EOS at all."""
+    ids, eos = case.args
+    try:
+        got = torch.as_tensor(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    if got.shape != expected.shape:
+        return ""
+    differ = (got != expected) & (torch.arange(ids.shape[1]) > 0)
+    if not bool(differ.any()):
+        return ""
+    n, t = (int(v) for v in differ.nonzero()[0])
+    is_eos = ids[n] == eos
+    if not bool(is_eos.any()):
+        return (
+            f"row {n} holds no EOS at all, and your labels changed position {t}: what is there to mask in it?"
+        )
+    first = int(is_eos.nonzero()[0])
+    if int(ids[n, t]) != eos:
+        return f"row {n}, position {t} holds a token that is no EOS, and your labels changed it: which labels does the fix touch?"
+    if t == first:
+        return (
+            f"row {n}, position {t} is the row's first EOS, the end of its text, and your labels ignore "
+            "it: how would the model learn to stop?"
+        )
+    return (
+        f"row {n}, position {t} is an EOS after the row's first one, and your labels keep it as a "
+        "target: is it text, or padding?"
+    )
+
+
 def check_eos_padded_labels(fn, quiet: bool = False):
     """Grade ``fn(input_ids (N, L), eos_id) -> labels (N, L)``: keep the first EOS of each row
     as a target and put -100 on the EOS padding after it."""
@@ -75,6 +109,7 @@ def check_eos_padded_labels(fn, quiet: bool = False):
         free=first_label_free,
         forbid=_NO_LABEL_HELPERS,
         quiet=quiet,
+        explain=_explain_eos_labels,
         hint=(
             "Is every EOS in a row padding? Which EOS teaches the model to stop, and what about a row"
             " that has none?",

@@ -316,9 +316,11 @@ def _decode_model(n_head: int, seed: int):
 
 
 def _decode_cases() -> list[tuple]:
-    """(model, Case) pairs: a cache of P positions (from :func:`forward_cached`) and N new tokens."""
+    """(model, Case) pairs: a cache of P positions (from :func:`forward_cached`) and N new tokens;
+    one cache is empty (P = 0: the first token of a text, position 0)."""
     out = []
-    for k, (n_head, N, P) in enumerate(((2, 1, 1), (2, 2, 5), (4, 3, 12), (1, 2, 19), (4, 1, 7))):
+    shapes = ((2, 1, 1), (2, 2, 5), (4, 3, 12), (1, 2, 19), (4, 1, 7), (2, 2, 0))
+    for k, (n_head, N, P) in enumerate(shapes):
         model = _decode_model(n_head, seed=k)
         g = torch.Generator().manual_seed(100 + k)
         prefix = torch.randint(0, 23, (N, P), generator=g)
