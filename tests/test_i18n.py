@@ -103,6 +103,10 @@ def test_line_breaks_between_chinese_characters_are_joined_and_nothing_else():
     joined = i18n.join_cjk_lines(text)
     assert joined.startswith("第一行的句子，接着第二行。\nEnglish line\n中文\n- 列表项\n| 表 | 格 |\n")
     assert "# 注释\n# 注释二\n```\n中文结尾" in joined  # code kept; a fence's end is not a CJK character
+    assert (
+        i18n.join_cjk_lines("## 标题\n正文第一行\n第二行") == "## 标题\n正文第一行第二行"
+    )  # a heading stays whole
+    assert i18n.join_cjk_lines("| 表 | 格 |\n正文") == "| 表 | 格 |\n正文"
 
 
 def test_bad_input():

@@ -33,7 +33,7 @@ def test_the_wheel_carries_every_notebook_figure_and_the_runs_they_load(wheel):
         _tracked("notebooks/*.ipynb")
         | _tracked("zh/notebooks/*.ipynb")
         | _tracked("figures/*.png")
-        | {"README.md"}
+        | {"README.md", "zh/README.md"}
     ):
         assert data + rel in names, rel
     for rel in _tracked("lmcore/*"):  # every file of the package, the reference run included

@@ -227,8 +227,9 @@ _BLOCK_START = re.compile(r"\s*([-*+>|#]|\d+[.)]\s|\$\$)")  # a list item, quote
 def join_cjk_lines(text: str) -> str:
     """The translation as Markdown should render it: a line break between two CJK characters
     inside a paragraph joined (Markdown turns a soft break into a space, which Chinese text does
-    not have between its characters); code blocks, and lines that open a list item, a quote, a
-    table row, a heading or display math, kept as they are."""
+    not have between its characters); code blocks, lines that open a list item, a quote, a
+    table row, a heading or display math, and the line after a heading or a table row, kept as
+    they are."""
     out, fenced = [], False
     for line in text.split("\n"):
         starts_fence = line.lstrip().startswith("```")
@@ -238,6 +239,7 @@ def join_cjk_lines(text: str) -> str:
             and not starts_fence
             and prev
             and line
+            and not re.match(r"\s*[#|]", prev)  # a heading or a table row ends at its line
             and _CJK.match(prev[-1])
             and _CJK.match(line.lstrip()[:1] or " ")
             and not _BLOCK_START.match(line)
