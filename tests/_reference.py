@@ -7,8 +7,9 @@ import torch
 from lmcore.shift import IGNORE_INDEX  # the constant only
 
 
-def naive_nll_sums(logits, labels, ignore_index=IGNORE_INDEX):
-    """(summed NLL in nats, number of scored targets): position t against labels[t + 1]."""
+def naive_nll_sums(logits, labels, ignore_index=IGNORE_INDEX, smoothing=0.0):
+    """(summed NLL in nats, number of scored targets): position t against labels[t + 1]. With
+    ``smoothing`` eps, each valid target's -sum_v q_v ln p_v, q = (1 - eps) onehot(y) + eps / V."""
     total, count = 0.0, 0
     N, L, V = logits.shape
     for n in range(N):
@@ -18,7 +19,8 @@ def naive_nll_sums(logits, labels, ignore_index=IGNORE_INDEX):
                 continue
             z = logits[n, t].double().tolist()
             m = max(z)
-            total += m + math.log(sum(math.exp(v - m) for v in z)) - z[y]
+            log_z = m + math.log(sum(math.exp(v - m) for v in z))
+            total += sum(((1 - smoothing) * (v == y) + smoothing / V) * (log_z - z[v]) for v in range(V))
             count += 1
     return total, count
 
