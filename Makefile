@@ -117,12 +117,14 @@ test-wheel: $(STAMP)
 	$(BIN)/python -m lmcore.course.build.wheel_check
 
 # Real-browser test of the widgets (headless Debian chromium + playwright); skips without
-# chromium. One notebook: make test-browser NB="03_*"
+# chromium. One notebook: make test-browser NB="03_*"; the Chinese edition's learner workspace
+# too: make test-browser BROWSER_TEST_ZH="01_*"
 test-browser: $(BROWSER_STAMP)
 	$(BIN)/python browser/run_browser_test.py "$(NB)"
 
 # The course website: a static HTML site of the committed, executed notebooks (never re-executed),
-# built offline by Sphinx + myst-nb + sphinx-book-theme in its own venv into build/site/html.
+# built offline by Sphinx + myst-nb + sphinx-book-theme in its own venv into build/site/html, the
+# Chinese edition (zh/notebooks) into build/site/html/zh.
 # SITE_REPO=owner/repo sets the GitHub repository its Colab links open (default: the origin remote).
 # SOLUTIONS=0: no solution toggles, no Colab or GitHub buttons, the graded edition as the download.
 .PHONY: site test-site

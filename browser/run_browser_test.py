@@ -27,9 +27,13 @@ edition 08 starts training as a learner's would: the test waits for its progress
 its curve to draw, interrupts the kernel from the menu, and checks that the partial-run message
 is printed and that the notebook then goes on with the reference run, with no error in any cell
 (``--no-interrupt``: it loads the reference run there too).
+``--zh GLOB[,GLOB]`` (``BROWSER_TEST_ZH``) adds the Chinese edition's learner workspace, as
+``make lab LANG=zh`` builds it from zh/notebooks, with those notebooks (edition ``learner-zh``;
+CI runs 01): the same code in translated markdown, so the same widgets and the same checks.
 
     python browser/run_browser_test.py [GLOB ...] [--edition both|instructor|learner] [--timeout S]
-                                       [--instructor GLOB,...] [--jobs 1|2] [--train] [--no-interrupt]
+                                       [--instructor GLOB,...] [--zh GLOB,...] [--jobs 1|2] [--train]
+                                       [--no-interrupt]
 """
 
 from __future__ import annotations
@@ -115,9 +119,22 @@ NOT_ATTEMPTED = "not attempted yet"
 REFERENCE_LINE = "the reference run, committed with lmcore (not trained here)"
 
 
+EDITIONS = ("instructor", "learner", "learner-zh")  # learner-zh: the Chinese edition's learner workspace
+
+
+def _kind(edition: str) -> str:
+    """instructor or learner: what an edition is, whatever its language."""
+    return edition.split("-", 1)[0]
+
+
 def interrupts(edition: str, path: Path, args) -> bool:
     """Whether this run of ``path`` trains 08 and interrupts it (the learner edition's 08)."""
-    return edition == "learner" and path.stem.startswith("08_") and not args.train and not args.no_interrupt
+    return (
+        _kind(edition) == "learner"
+        and path.stem.startswith("08_")
+        and not args.train
+        and not args.no_interrupt
+    )
 
 
 def expected_text(edition: str, path: Path, *, train: bool, interrupt: bool = False) -> list:
@@ -127,7 +144,7 @@ def expected_text(edition: str, path: Path, *, train: bool, interrupt: bool = Fa
     student edition's Run All check: CI runs it here.)"""
     from training_run import INTERRUPTED_LINE
 
-    expect = [NOT_ATTEMPTED] if edition == "learner" else []
+    expect = [NOT_ATTEMPTED] if _kind(edition) == "learner" else []
     if path.stem.startswith("08_") and interrupt:
         expect.append(INTERRUPTED_LINE)
     elif path.stem.startswith("08_") and not train:
@@ -204,8 +221,8 @@ def test_notebook(context, lab, path: Path, timeout: float, shots: Path, expect=
 
 def git_status() -> str | None:
     """``git status --porcelain`` of what a learner's session could change: the repository's
-    notebooks/ and figures/, untracked files included (None outside a git checkout)."""
-    cmd = ["git", "status", "--porcelain", "--untracked-files=all", "--", "notebooks", "figures"]
+    notebooks/, figures/ and zh/, untracked files included (None outside a git checkout)."""
+    cmd = ["git", "status", "--porcelain", "--untracked-files=all", "--", "notebooks", "figures", "zh"]
     try:
         run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     except OSError:
@@ -213,13 +230,18 @@ def git_status() -> str | None:
     return run.stdout if run.returncode == 0 else None
 
 
-def learner_workspace(tmp: Path, source: Path) -> Path:
-    """A fresh learner workspace built from ``source`` as ``make lab`` builds one; its notebooks/."""
+def learner_workspace(tmp: Path, source: Path, lang: str = "en") -> Path:
+    """A fresh learner workspace built from ``source`` as ``make lab`` (``LANG=zh``) builds one;
+    its notebooks/."""
     sys.path.insert(0, str(REPO))
     from lmcore.course.build.workspace import build_workspace
 
-    build_workspace(tmp / "workspace", source)
-    return tmp / "workspace" / "notebooks"
+    folder = tmp / ("workspace" if lang == "en" else f"workspace-{lang}")
+    build_workspace(folder, source, lang=lang)
+    for path in (folder / "notebooks").glob("*.ipynb"):  # the translated edition, not a copy of the English
+        if lang != "en" and json.loads(path.read_text(encoding="utf-8"))["metadata"].get("language") != lang:
+            raise RuntimeError(f"{path.name} of the {lang} workspace is not the {lang} edition")
+    return folder / "notebooks"
 
 
 def run_edition(edition, folder, patterns, args, pw) -> tuple:
@@ -244,7 +266,7 @@ def run_edition(edition, folder, patterns, args, pw) -> tuple:
         saved = os.environ.pop(REFERENCE_ENV, None) if trains else None  # its kernels train 08
         try:
             lab = stack.enter_context(
-                LabServer(folder, log, serve_in_place=True, settings=lab_settings(edition))
+                LabServer(folder, log, serve_in_place=True, settings=lab_settings(_kind(edition)))
             )
         finally:
             if saved is not None:
@@ -286,7 +308,7 @@ def _encode(items) -> str:
 
 def _decode(text: str) -> list:
     items = [tuple(part.split(":", 1)) for part in text.split(",") if part]
-    if any(len(it) != 2 or it[0] not in ("instructor", "learner") for it in items):
+    if any(len(it) != 2 or it[0] not in EDITIONS for it in items):
         raise ValueError(f"--items must be edition:notebook pairs separated by commas; got {text!r}.")
     return items
 
@@ -349,6 +371,11 @@ def main(argv=None) -> int:
         default=os.environ.get("BROWSER_TEST_INSTRUCTOR") or None,
         help="comma-separated globs: the instructor edition's notebooks (default: the same as the learner's)",
     )
+    parser.add_argument(
+        "--zh",
+        default=os.environ.get("BROWSER_TEST_ZH") or None,
+        help="comma-separated globs: the Chinese edition's learner notebooks to test too (default: none)",
+    )
     parser.add_argument("--train", action="store_true", help="08 trains instead of loading its reference run")
     parser.add_argument(
         "--no-interrupt", action="store_true", help="the learner edition's 08 loads its reference run too"
@@ -369,12 +396,13 @@ def main(argv=None) -> int:
 
     from lmcore.course.training.reference import REFERENCE_ENV
 
+    chinese = args.notebooks.parent / "zh" / "notebooks"  # the Chinese edition, beside notebooks/
     if not args.train:
         os.environ[REFERENCE_ENV] = "1"  # the servers' kernels inherit it
     editions = ["instructor", "learner"] if args.edition == "both" else [args.edition]
     if args.items is not None:  # a second lane: exactly these
         items = args.items
-        editions = [e for e in ("instructor", "learner") if any(it[0] == e for it in items)]
+        editions = [e for e in EDITIONS if any(it[0] == e for it in items)]
     else:
         globs = {"instructor": args.instructor.split(",") if args.instructor else args.patterns}
         items = [
@@ -382,6 +410,12 @@ def main(argv=None) -> int:
             for e in editions
             for p in widget_notebooks(args.notebooks, globs.get(e, args.patterns))
         ]
+        if args.zh:
+            zh = [("learner-zh", p.name) for p in widget_notebooks(chinese, args.zh.split(","))]
+            if not zh:
+                print(f"browser test: --zh {args.zh} names no notebook with a widget in {chinese}")
+                return 1
+            items, editions = items + zh, editions + ["learner-zh"]
     second = []
     if args.jobs == 2 and len(items) > 1:
         items, second = split_lanes(items, lambda it: (args.notebooks / it[1]).stat().st_size)
@@ -408,11 +442,12 @@ def main(argv=None) -> int:
                 names = [name for e, name in items if e == edition]
                 if not names:
                     continue
-                folder = (
-                    args.notebooks
-                    if edition == "instructor"
-                    else learner_workspace(Path(tmp), args.notebooks)
-                )
+                if edition == "instructor":
+                    folder = args.notebooks
+                elif edition == "learner-zh":
+                    folder = learner_workspace(Path(tmp), chinese, lang="zh")
+                else:
+                    folder = learner_workspace(Path(tmp), args.notebooks)
                 p, f = run_edition(edition, folder, names, args, pw)
                 passed, failed = passed + p, failed + f
     finally:

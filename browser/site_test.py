@@ -10,7 +10,9 @@ with its solutions); one solution toggle per exercise, closed at first and showi
 solution when clicked; one note per widget output and no widget repr or error; the
 previous/next links.
 The landing page links every notebook. The search page's snippets show formulas as plain text,
-not LaTeX source. One line per page, then ``N passed, M failed``;
+not LaTeX source. The Chinese edition (``zh/``, when the site has one) is crawled and checked the
+same way against zh/notebooks, its search with Chinese queries; every page of each edition links
+to the same page in the other. One line per page, then ``N passed, M failed``;
 screenshots in .browser-test/site/. Skips (exit 0) without Chromium or Playwright.
 
     python browser/site_test.py [SITE_DIR] [--out DIR] [--notebooks DIR]
@@ -30,7 +32,7 @@ import urllib.request
 from collections import deque
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -40,12 +42,28 @@ from run_browser_test import CHROMIUM, CHROMIUM_ARGS, WIDGET_MIME, skip_reason  
 
 __all__ = ["serve", "main"]
 
-COLAB = re.compile(r"^https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w./-]+/notebooks/")
+COLAB = re.compile(r"^https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w.-]+/(.+)$")
 WIDGET_REPR = re.compile(
     r"\b(?:VBox|HBox|interactive|IntSlider|FloatSlider|FloatLogSlider|Dropdown)\(children"
     r"|Error displaying widget|Loading widget"
 )
 NOTEBOOK_PAGE = re.compile(r"^(\d\d_\w+)\.html$")
+# The site's editions: the folder of its pages (from the site's root) -> the notebooks they show
+# (from the repository's root), and the search queries each must answer.
+EDITIONS = {"": "notebooks", "zh/": "zh/notebooks"}
+# "softmax" reaches 01-02's formulas: without lmcore-search.js 3 of its 12 snippets showed LaTeX
+SEARCH = {"": ("perplexity", "entropy", "softmax"), "zh/": ("困惑度", "标签移位", "softmax")}
+
+
+def _page(site_base: str, url: str) -> tuple:
+    """(edition prefix, page name) of a URL of the site: ``("zh/", "03_x.html")``."""
+    path = urlsplit(url).path[len(urlsplit(site_base).path) :]
+    for prefix in sorted(EDITIONS, key=len, reverse=True):
+        rest = path[len(prefix) :]
+        if path.startswith(prefix) and "/" not in rest:
+            return prefix, rest or "index.html"
+    return "", path
+
 
 # Wait for MathJax to typeset (it starts on load), force lazy images to load, then report.
 SETTLE_JS = """async () => {
@@ -135,7 +153,13 @@ def _graded_download(body: bytes, exercises: int) -> str | None:
 
 
 def check_notebook_page(
-    page, stem: str, expected: tuple, order: list, site: Site, solutions: bool = True
+    page,
+    stem: str,
+    expected: tuple,
+    order: list,
+    site: Site,
+    solutions: bool = True,
+    folder: str = "notebooks",
 ) -> list:
     """The notebook page's own assertions (``solutions=False``: the graded-class site, with no
     toggle, no Colab or GitHub link and the student edition as the download); returns the problems."""
@@ -145,8 +169,9 @@ def check_notebook_page(
     colab = _href(page, "article a.lmcore-colab") or ""
     if not solutions:
         return _check_graded_page(page, name, exercises, site) + _check_common(page, stem, widgets, order)
-    if not (COLAB.match(colab) and colab.endswith("/notebooks/" + name)):
-        problems.append(f"no Colab link to notebooks/{name}")
+    m = COLAB.match(colab)
+    if not (m and m.group(1) == f"{folder}/{name}"):
+        problems.append(f"no Colab link to {folder}/{name}")
     download = page.locator("article a.lmcore-download")
     if download.count() != 1:
         problems.append("no download link")
@@ -216,10 +241,26 @@ def _check_common(page, stem: str, widgets: int, order: list) -> list:
     return problems
 
 
+def _check_switch(page, url: str, prefix: str, name: str, expected: dict) -> list:
+    """The language switch: a link to this page in every other edition that has it."""
+    targets = sorted(a.get_attribute("href") or "" for a in page.locator("a.lmcore-lang").all())
+    want = sorted(
+        other
+        for other, stems in expected.items()
+        if other != prefix and (name == "index.html" or Path(name).stem in stems)
+    )
+    base = url[: len(url) - len(prefix + name)]
+    got = sorted(_page(base, urljoin(url, href))[0] for href in targets)
+    if got != want:
+        return [f"language switch: links to {got or 'no edition'}, want {want}"]
+    return []
+
+
 def visit(
     context, url: str, site: Site, queue: deque, seen: set, shots: Path, expected: dict, solutions=True
 ):
-    """Loads one page, checks it; returns (name, problems, notebooks linked from the article)."""
+    """Loads one page, checks it; returns (name, problems, notebooks linked from the article).
+    ``expected``: per edition prefix, per notebook stem, (exercises, widget outputs)."""
     page = context.new_page()
     problems = []
     page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text[:200]}"))
@@ -229,7 +270,8 @@ def visit(
         "requestfailed",
         lambda r: site.internal(r.url) and problems.append(f"request failed: {r.url} ({r.failure})"),
     )
-    name = urlsplit(url).path.rsplit("/", 1)[-1] or "index.html"
+    prefix, page_name = _page(site.base, url)
+    name = prefix + page_name
     linked = []
     try:
         page.goto(url, wait_until="load", timeout=60_000)
@@ -256,17 +298,21 @@ def visit(
         linked = page.eval_on_selector_all(
             "article a.reference.internal[href]", "els => els.map(a => a.getAttribute('href'))"
         )
-        m = NOTEBOOK_PAGE.match(name)
-        if m and m.group(1) in expected:
+        m = NOTEBOOK_PAGE.match(page_name)
+        mine = expected.get(prefix, {})
+        if m and m.group(1) in mine:
             problems += check_notebook_page(
-                page, m.group(1), expected[m.group(1)], list(expected), site, solutions
+                page, m.group(1), mine[m.group(1)], list(mine), site, solutions, EDITIONS[prefix]
             )
+        if page_name == "index.html" or (m and m.group(1) in mine):
+            problems += _check_switch(page, url, prefix, page_name, expected)
     except Exception as exc:  # report it with the page, go on with the others
         problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     finally:
         try:
             page.evaluate("window.scrollTo(0, 0)")
-            page.screenshot(path=str(shots / f"{Path(name).stem}.{'FAIL' if problems else 'pass'}.png"))
+            shot = name.removesuffix(".html").replace("/", "_")
+            page.screenshot(path=str(shots / f"{shot}.{'FAIL' if problems else 'pass'}.png"))
             toggle = page.locator("article details.lmcore-solution").first
             if name == "01_softmax_and_nll.html" and toggle.count():
                 toggle.scroll_into_view_if_needed()
@@ -281,18 +327,17 @@ def visit(
 
 
 LATEX = re.compile(r"\\[()\[\]]|\\(?:frac|ln|log|exp|sum|mathrm|text|cdot|left|right|approx|sqrt|ell)\b")
-# "softmax" reaches 01-02's formulas: without lmcore-search.js 3 of its 12 snippets showed LaTeX
-SEARCH_QUERIES = ("perplexity", "entropy", "softmax")
+SEARCH_QUERIES = SEARCH[""]
 
 
-def check_search(context, site) -> list:
+def check_search(context, site, prefix: str = "", queries=SEARCH_QUERIES) -> list:
     """search.html: results for each query, every snippet without LaTeX source (lmcore-search.js
     wraps Sphinx's Search.htmlToText; checked on a formula, then on the real snippets)."""
     problems, page = [], context.new_page()
     page.on("pageerror", lambda e: problems.append(f"page error: {str(e)[:200]}"))
     try:
-        for query in SEARCH_QUERIES:
-            page.goto(f"{site.base}search.html?q={query}", wait_until="load", timeout=60_000)
+        for query in queries:
+            page.goto(f"{site.base}{prefix}search.html?q={query}", wait_until="load", timeout=60_000)
             page.wait_for_function(
                 """() => { const items = document.querySelectorAll('#search-results li');
                            return items.length > 0 && [...items].every(li => li.querySelector('p.context')); }""",
@@ -307,9 +352,9 @@ def check_search(context, site) -> list:
             latex = [t for t in snippets if LATEX.search(t)]
             if latex:
                 problems.append(
-                    f"search {query!r}: {len(latex)} of {len(snippets)} snippets show LaTeX: {latex[0][:120]!r}"
+                    f"search {prefix}{query!r}: {len(latex)} of {len(snippets)} snippets show LaTeX: {latex[0][:120]!r}"
                 )
-            print(f"search {query!r}: {len(snippets)} results, snippets in plain text", flush=True)
+            print(f"search {prefix}{query!r}: {len(snippets)} results, snippets in plain text", flush=True)
     except Exception as exc:
         problems.append(f"search: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     finally:
@@ -320,7 +365,12 @@ def check_search(context, site) -> list:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", type=Path, default=REPO / "build" / "site" / "html")
-    parser.add_argument("--notebooks", type=Path, default=REPO / "notebooks")
+    parser.add_argument(
+        "--notebooks",
+        type=Path,
+        default=REPO / "notebooks",
+        help="the English edition's (zh/notebooks: the Chinese)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / ".browser-test" / "site")
     parser.add_argument(
         "--no-solutions",
@@ -336,7 +386,11 @@ def main(argv=None) -> int:
     if not (args.site / "index.html").exists():
         print(f"site test: no {args.site / 'index.html'} (make site builds it)")
         return 2
-    expected = _expected(args.notebooks)
+    # the editions the site has (its zh/ folder), each against its notebooks
+    expected = {"": _expected(args.notebooks)}
+    for prefix, folder in EDITIONS.items():
+        if prefix and (args.site / prefix / "index.html").exists():
+            expected[prefix] = _expected(args.notebooks.parent / folder)
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -367,22 +421,25 @@ def main(argv=None) -> int:
             name, problems, linked = visit(
                 context, url, site, queue, seen, args.out, expected, solutions=not args.no_solutions
             )
-            if name == "index.html":
+            prefix = name[: -len("index.html")]
+            if name.endswith("index.html") and prefix in expected:
                 listed = {NOTEBOOK_PAGE.match(h).group(1) for h in linked if NOTEBOOK_PAGE.match(h)}
-                missing = sorted(set(expected) - listed)
-                if missing or not expected:
+                missing = sorted(set(expected[prefix]) - listed)
+                if missing or not expected[prefix]:
                     problems.append(f"landing page does not list: {', '.join(missing) or 'any notebook'}")
                 else:
-                    print(f"landing page lists all {len(expected)} notebooks", flush=True)
+                    print(f"{name} lists all {len(expected[prefix])} notebooks", flush=True)
             results[name] = problems
             print(
                 f"{'FAIL' if problems else 'PASS'} {name} ({time.monotonic() - t0:.1f} s)"
                 + (": " + "; ".join(problems[:4]) if problems else ""),
                 flush=True,
             )
-        results["search.html?q=..."] = check_search(context, site)
-        if results["search.html?q=..."]:
-            print("FAIL search: " + "; ".join(results["search.html?q=..."]), flush=True)
+        for prefix in expected:
+            key = f"{prefix}search.html?q=..."
+            results[key] = check_search(context, site, prefix, SEARCH[prefix])
+            if results[key]:
+                print(f"FAIL {prefix}search: " + "; ".join(results[key]), flush=True)
         browser.close()
     server.shutdown()
     anchor_problems = [
@@ -390,7 +447,17 @@ def main(argv=None) -> int:
         for src, target, frag in site.anchors
         if target in site.ids and frag not in site.ids[target]
     ]
-    missing_pages = sorted(f"{s}.html" for s in expected if f"{s}.html" not in results)
+    missing_pages = sorted(
+        f"{prefix}{s}.html"
+        for prefix, stems in expected.items()
+        for s in stems
+        if f"{prefix}{s}.html" not in results
+    )
+    missing_pages += [  # an edition the repository has must be on the site
+        f"{prefix}index.html"
+        for prefix, folder in EDITIONS.items()
+        if prefix not in expected and any((args.notebooks.parent / folder).glob("[0-9][0-9]_*.ipynb"))
+    ]
     failed = sum(bool(p) for p in results.values())
     for label, items in (
         ("broken #anchors", sorted(set(anchor_problems))),

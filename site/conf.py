@@ -5,16 +5,37 @@ MathJax ship in the wheels (requirements-site.txt), so the build and the pages n
 ``LMCORE_SITE_NO_SOLUTIONS=1`` (set by ``site/build.py --no-solutions``, ``make site SOLUTIONS=0``):
 the site of a graded class. build.py leaves the solution toggles out of the pages; here the
 theme's repository button and Colab launch button go too (both open the repository's notebooks,
-the instructor edition)."""
+the instructor edition).
+
+``LMCORE_SITE_LANG=zh`` (set by build.py for its second run): the Chinese edition, in Chinese
+(the theme's words, and search: jieba splits the words, with the glossary's terms added from
+``LMCORE_SITE_SEARCH_DICT``); its page for 03_x is zh/notebooks/03_x.ipynb in the repository."""
 
 import importlib.util
 import os
 from pathlib import Path
 
+LANG = os.environ.get("LMCORE_SITE_LANG", "en")
+
 project = "lmcore"
 author = "the lmcore authors"
-html_title = "lmcore: how a causal LM turns text into a training signal"
-language = "en"
+html_title = (
+    "lmcore：因果语言模型如何把文本变成训练信号"
+    if LANG == "zh"
+    else "lmcore: how a causal LM turns text into a training signal"
+)
+language = "zh_CN" if LANG == "zh" else "en"
+if LANG == "zh":
+    import logging
+
+    try:
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)  # not its "Building prefix dict..." lines
+    except ImportError:  # then the search finds no Chinese word; the site test says so
+        pass
+if LANG == "zh" and os.environ.get("LMCORE_SITE_SEARCH_DICT"):
+    html_search_options = {"dict": os.environ["LMCORE_SITE_SEARCH_DICT"]}
 
 extensions = ["myst_nb"]
 
@@ -50,7 +71,8 @@ html_context = {"default_mode": "auto"}  # else a first visit logs "Got invalid 
 html_theme_options = {
     "repository_url": f"https://github.com/{REPO}",
     "repository_branch": BRANCH,
-    "path_to_docs": "notebooks",  # the page 03_x is notebooks/03_x.ipynb in the repository
+    # the page 03_x is notebooks/03_x.ipynb in the repository (zh/notebooks/ for the Chinese)
+    "path_to_docs": "zh/notebooks" if LANG == "zh" else "notebooks",
     "use_repository_button": not NO_SOLUTIONS,
     "use_download_button": False,
     "use_source_button": False,
@@ -58,3 +80,18 @@ html_theme_options = {
     "home_page_in_toc": True,
     "show_toc_level": 2,
 }
+
+
+def setup(app):
+    if LANG == "zh":
+        from sphinx.search.zh import SearchChinese
+
+        class ChineseSearch(SearchChinese):
+            """Sphinx 9.0's Chinese search ships the English snowball stemmer (its Latin words are
+            stemmed in English) but its language_data.js sets ``window.Stemmer = ChineseStemmer``,
+            which no script defines: every page then stops with "ChineseStemmer is not defined" and
+            the search finds nothing. Naming the stemmer by what it is fixes both."""
+
+            language_name = "English"
+
+        app.add_search_language(ChineseSearch)

@@ -61,3 +61,15 @@ def test_every_widget_cell_is_the_same_in_both_editions(tmp_path):
     for path in B.widget_notebooks(REPO / "notebooks"):
         assert widget_cells(path), path.name
         assert widget_cells(learner / path.name) == widget_cells(path), path.name
+
+
+def test_the_site_test_names_each_page_by_its_edition_and_knows_every_edition():
+    import site_test as S
+
+    base = "http://127.0.0.1:8000/"
+    assert S._page(base, base + "index.html") == ("", "index.html")
+    assert S._page(base, base + "zh/03_x.html") == ("zh/", "03_x.html")
+    assert S._page(base, base + "zh/") == ("zh/", "index.html")
+    assert S._page(base, base + "_static/x.html") == ("", "_static/x.html")
+    for prefix, folder in S.EDITIONS.items():  # each edition the site test knows, the site builds
+        assert prefix in S.SEARCH and (REPO / folder).is_dir()

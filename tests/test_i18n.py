@@ -141,7 +141,8 @@ def test_the_readme_translates_the_learner_sections_and_names_a_changed_one(tmp_
     (tmp_path / "README.md").write_text(readme, encoding="utf-8")
     src = tmp_path / "README.md"
     units = dict(i18n._markdown(src))
-    assert list(units) == [i18n._slug(t) for t in i18n.README_SECTIONS]
+    assert list(units) == [i18n.README_OPENING] + [i18n._slug(t) for t in i18n.README_SECTIONS]
+    assert units[i18n.README_OPENING].startswith("An interactive") and "\n\n" not in units["opening"]
     assert units["course-map"].startswith("## Course map\n") and "\n## " not in units["course-map"]
     blocks = i18n.parse(i18n.updated(src, "zh", tmp_path), "zh")
     for b in blocks:
@@ -152,6 +153,7 @@ def test_the_readme_translates_the_learner_sections_and_names_a_changed_one(tmp_
     assert i18n.drift(src, "zh", tmp_path) == []
     out = i18n.generate(src, "zh", tmp_path)
     assert out.startswith("# lmcore") and out.count("译文：## ") == len(i18n.README_SECTIONS)
+    assert out.index("译文：An interactive") < out.index(i18n._README_HEAD["zh"][1]) < out.index("译文：## ")
     assert i18n.edition_path(src, "zh", tmp_path) == tmp_path / "zh" / "README.md"
     src.write_text(
         readme.replace("## Troubleshooting\n", "## Troubleshooting\nA new first line.\n"), encoding="utf-8"

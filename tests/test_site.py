@@ -265,6 +265,70 @@ def test_prepare_writes_a_copy_and_leaves_the_notebooks_alone(tmp_path):
         assert "### BEGIN SOLUTION" not in "".join("".join(c["source"]) for c in nb["cells"])
 
 
+ZH = site.EDITIONS["zh"]
+ZH_NOTEBOOKS = sorted((ROOT / "zh" / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_colab_url_names_the_chinese_editions_folder_and_rejects_another_path():
+    assert site.colab_url(REPO, "03_x.ipynb", folder="zh/notebooks").endswith(
+        "/blob/main/zh/notebooks/03_x.ipynb"
+    )
+    for folder in ("../x", "zh/notebooks/", "https://x", ""):
+        with pytest.raises(ValueError, match="folder"):
+            site.colab_url(REPO, "03_x.ipynb", folder=folder)
+
+
+def test_the_repository_has_both_editions():
+    assert [e.lang for e in site.editions()] == (["en", "zh"] if ZH_NOTEBOOKS else ["en"])
+    assert [e.lang for e in site.editions(ROOT / "no-such-folder")] == ["en"]
+
+
+@pytest.mark.skipif(not ZH_NOTEBOOKS, reason="no Chinese notebook yet")
+def test_prepare_the_chinese_edition_in_chinese_with_a_switch_both_ways(tmp_path):
+    both = site.editions()
+    names = site.prepare(tmp_path, REPO, edition=ZH, others=both)
+    assert names == [p.name for p in ZH_NOTEBOOKS] and names == [p.name for p in NOTEBOOKS]
+    index = (tmp_path / "src-zh" / "index.md").read_text(encoding="utf-8")
+    assert (
+        index.startswith("# lmcore · 因果语言模型")
+        and "## 课程地图" in index
+        and "## 学完后你将能够" in index
+    )
+    assert 'href="../index.html" hreflang="en"' in index and "折叠在一个开关后面" in index
+    assert "这是课程 README" not in index  # the translation's note about itself is not the site's
+    for name in names:
+        assert f"]({name})" in index
+        page = nbformat.read(tmp_path / "src-zh" / name, as_version=4)
+        text = _page_text(page)
+        assert f"github/{REPO}/blob/main/zh/notebooks/{name}" in text  # Colab opens the Chinese
+        assert f'href="../{Path(name).stem}.html" hreflang="en"' in text
+        assert "下载 notebook" in text and "Download the notebook" not in text
+        if _outputs(page, "text/html") and "lmcore-widget-note" in text:
+            assert "交互式小部件" in text and "Interactive widget" not in text
+        assert (tmp_path / "extra-zh" / "notebooks" / name).read_bytes() == (
+            ROOT / "zh" / "notebooks" / name
+        ).read_bytes()
+    site.prepare(tmp_path, REPO, edition=site.EDITIONS["en"], others=both)
+    english = _page_text(nbformat.read(tmp_path / "src" / names[3], as_version=4))
+    assert f'href="zh/{Path(names[3]).stem}.html" hreflang="zh"' in english
+    assert 'href="zh/index.html" hreflang="zh"' in (tmp_path / "src" / "index.md").read_text(encoding="utf-8")
+    alone = site.prepare(tmp_path / "alone", REPO)  # no other edition: no switch
+    assert alone == names and "lmcore-lang" not in (tmp_path / "alone" / "src" / "index.md").read_text(
+        "utf-8"
+    )
+
+
+def test_the_chinese_search_dictionary_holds_the_glossarys_chinese_terms():
+    words = site.search_dictionary((ROOT / "zh" / "GLOSSARY.md").read_text(encoding="utf-8")).split("\n")
+    terms = {line.split()[0] for line in words if line}
+    assert {"困惑度", "标签移位", "损失", "填充", "交叉熵"} <= terms
+    assert not [t for t in terms if re.search(r"[A-Za-z0-9]", t)]
+    assert (
+        site.search_dictionary("| a | b |\n|---|---|\n| perplexity | 困惑度（PPL）/ 熵 |\n")
+        == "困惑度 100000\n"
+    )
+
+
 def test_the_makefile_the_build_and_the_pages_workflow_agree_on_the_site():
     makefile = (ROOT / "Makefile").read_text()
     pages = (ROOT / ".github" / "workflows" / "pages.yml").read_text()

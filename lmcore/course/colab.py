@@ -15,6 +15,8 @@ the README's links and the site's buttons follow it); while it is still the plac
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 
 __all__ = [
@@ -57,11 +59,15 @@ def colab_cell_source(url: str = REPO_URL) -> str:
     return _CELL.format(mark=COLAB_MARK, url=url)
 
 
-def colab_url(notebook: str, url: str = REPO_URL, branch: str = "main") -> str:
-    """The "Open in Colab" address of ``notebooks/<notebook>`` in the GitHub repository ``url``."""
+def colab_url(notebook: str, url: str = REPO_URL, branch: str = "main", folder: str = "notebooks") -> str:
+    """The "Open in Colab" address of ``<folder>/<notebook>`` in the GitHub repository ``url``
+    (``folder``: ``notebooks``, or ``zh/notebooks`` for the Chinese edition)."""
     if not isinstance(url, str) or not url.startswith("https://github.com/"):
         raise ValueError(f"url must be a https://github.com/ address, got {url!r}")
-    return f"https://colab.research.google.com/github/{url.removeprefix('https://github.com/')}/blob/{branch}/notebooks/{notebook}"
+    if not isinstance(folder, str) or not re.fullmatch(r"[a-z]+(/[a-z]+)*", folder):
+        raise ValueError(f"folder must be a folder of the repository like 'zh/notebooks', got {folder!r}")
+    repo = url.removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{notebook}"
 
 
 def insert_colab_cell(nb, url: str = REPO_URL) -> bool:

@@ -62,7 +62,7 @@ LANGUAGES = {"zh": "中文"}  # language code -> its name, in itself
 _HEADER = re.compile(r"^=== cell (\S+) sha256 ([0-9a-f]{16}) ===$")
 _EN, _TRANSLATION = "--- en ---", "--- {lang} ---"
 _INTRO = (
-    "# lmcore translation of notebooks/{name}.ipynb into {lang} ({language}).\n"
+    "# lmcore translation of {source} into {lang} ({language}).\n"
     "# One block per markdown cell: the English it translates (its sha256 on the header line), then\n"
     "# the translation. Edit the translation only; `lmcore-course translate --lang {lang} --check`\n"
     "# names any cell whose English changed since, with a diff.\n"
@@ -132,7 +132,8 @@ def parse(text: str, lang: str) -> list[Block]:
 def render(blocks: list[Block], lang: str, name: str) -> str:
     """The text of a translation file holding ``blocks`` (the inverse of :func:`parse`)."""
     marker = _TRANSLATION.format(lang=_require_lang(lang))
-    out = [_INTRO.format(name=name, lang=lang, language=LANGUAGES[lang])]
+    source = "README.md" if name == "README" else f"notebooks/{name}.ipynb"
+    out = [_INTRO.format(source=source, lang=lang, language=LANGUAGES[lang])]
     for b in blocks:
         out.append(f"=== cell {b.cell} sha256 {b.sha} ===\n{_EN}\n{b.en}\n{marker}\n{b.text}\n")
     return "\n".join(out)
@@ -147,11 +148,16 @@ README_SECTIONS = (
     "How exercises and the student edition work",
     "Troubleshooting",
 )
+# The translated README: its title, then the opening paragraph's translation, then this note,
+# then the sections.
 _README_HEAD = {
-    "zh": "# lmcore · 因果语言模型如何把文本变成训练信号（中文版）\n\n"
-    "这是课程 README 中面向学习者的部分的译文，由 `lmcore-course translate --lang zh` 从英文版生成；"
-    "其余部分（讲师、测试、结果、在你自己的代码里使用 lmcore……）只有英文，见仓库根目录的 README.md。\n",
+    "zh": (
+        "# lmcore · 因果语言模型如何把文本变成训练信号（中文版）",
+        "这是课程 README 中面向学习者的部分的译文，由 `lmcore-course translate --lang zh` 从英文版生成；"
+        "其余部分（讲师、测试、结果、在你自己的代码里使用 lmcore……）只有英文，见仓库根目录的 README.md。",
+    ),
 }
+README_OPENING = "opening"  # the block id of the README's opening paragraph (under its title)
 
 
 def _slug(title: str) -> str:
@@ -170,10 +176,14 @@ def edition_path(notebook: Path, lang: str, root: Path = REPO) -> Path:
 
 def _markdown(notebook: Path) -> list[tuple[str, str]]:
     """(id, English text) of every unit a translation covers: a notebook's markdown cells, or the
-    README's :data:`README_SECTIONS` (each from its ``## `` heading to the next)."""
+    README's opening paragraph (the one under its title) and its :data:`README_SECTIONS` (each
+    from its ``## `` heading to the next)."""
     text = Path(notebook).read_text(encoding="utf-8")
     if Path(notebook).suffix == ".md":
-        units = []
+        title = re.search(r"^# .*\n+", text, flags=re.M)
+        if title is None:
+            raise ValueError(f"{Path(notebook).name} has no '# title' line")
+        units = [(README_OPENING, text[title.end() :].split("\n\n", 1)[0].rstrip("\n"))]
         for title in README_SECTIONS:
             m = re.search(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", text, flags=re.M | re.S)
             if m is None:
@@ -263,7 +273,9 @@ def generate(notebook: Path, lang: str, root: Path = REPO) -> str:
         )
     texts = {b.cell: b.text for b in load(notebook, lang, root)}
     if Path(notebook).suffix == ".md":  # the README's learner sections, in order, under a header
-        parts = [_README_HEAD[lang]] + [join_cjk_lines(texts[cell]) for cell, _ in _markdown(notebook)]
+        heading, note = _README_HEAD[lang]
+        opening, *sections = [join_cjk_lines(texts[cell]) for cell, _ in _markdown(notebook)]
+        parts = [heading, opening, note, *sections]
         return "\n\n".join(p.strip("\n") for p in parts) + "\n"
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     for c in nb["cells"]:
