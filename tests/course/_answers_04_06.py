@@ -232,9 +232,14 @@ ANSWERS["first_loss_with_repeats"] = Answers(
         "next_token_logit": _rep_next_token,
         "law_weighted_by_1_minus_q": _rep_law_weighted,
     },
-    first_hints={  # s0._explain_repeats: what the value itself shows
+    first_hints={  # s0._explain_repeats: the mistake whose value on the case the learner's matches
         "q_ignored": "as if q were 0",
         "sign": "larger or smaller",
+        "every_target_repeats": "as if q were 1",
+        "raw_own_logit": "how far the own token's logit stands above the rest",
+        "global_variance": "your spread counts the constant",
+        "next_token_logit": "when the target repeats, which token is it?",
+        "law_weighted_by_1_minus_q": "what does such a target still pay",
     },
     refused={
         "reference": (lambda z, ids, q: s0.predict_with_repeats(z, ids, q), "that is the course's reference"),
@@ -487,7 +492,15 @@ ANSWERS["my_sliding_window_perplexity"] = Answers(
         "mask_one_too_many": _win_variant(cut=1),
         "mask_one_too_few": _win_variant(cut=-1),
     },
-    first_hints={"mean_nll_no_exp": "is it a perplexity yet"},
+    first_hints={  # pad_ex._explain_window: the mistake whose perplexity on the text the learner's matches
+        "consecutive_blocks": "windows that never overlap",
+        "every_token_every_window": "in every window that holds them",
+        "mean_of_window_means": "should a window that scores few tokens count as much",
+        "mean_nll_no_exp": "is it a perplexity yet",
+        "tail_dropped": "stops before the end of the text",
+        "mask_one_too_many": "is every token after the first scored?",
+        "mask_one_too_few": "twice, once in each window",
+    },
     refused={
         "reference": (
             lambda m, ids, b, s: pad_ppl.sliding_window_perplexity(m, ids, b, s),
@@ -647,6 +660,15 @@ ANSWERS["accumulate_gradients"] = Answers(
         "no_grad_decorated": _acc_no_grad,
         # each mean times its own count: 0/0 on a micro-batch with no valid target
         "own_mean_times_count": _acc_own_mean_times_count,
+    },
+    first_hints={  # acc._explain_accumulation: the weighting of the micro-batches the gradient matches
+        "mean_of_micro_means": "gives every micro-batch the same weight",
+        "own_count_each": "grows with the number of micro-batches",
+        "no_divide": "is it the gradient of a mean?",
+        "unshifted_count": "left as targets after the shift",
+        "padding_counted": "does a padding position count as a target?",
+        "zero_grad_each": "only the last micro-batch's part",
+        "logged_mean_of_micro_losses": "your gradients match the whole batch's, and the loss you return",
     },
     refused={
         "lmcore_train_loop": (_acc_lmcore_loop, "lmcore.train's own loop does this"),

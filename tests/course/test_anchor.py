@@ -1,5 +1,6 @@
 """Notebook 04's support code: the ln V table, first losses, the sigma^2/2 law, the leaky run."""
 
+import itertools
 import math
 
 import matplotlib
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 matplotlib.use("Agg")
 
+from lmcore.course.anchor import diagnoses as dg  # noqa: E402
 from lmcore.course.anchor import lesson as an  # noqa: E402
 from lmcore.course.anchor import step0 as s0  # noqa: E402
 from lmcore.course.anchor import views as anv  # noqa: E402
@@ -300,6 +302,30 @@ def test_check_predict_with_repeats(capsys):
     out = capsys.readouterr().out
     assert "called lmcore.course.anchor.step0.predict_with_repeats" in out and "not attempted yet" in out
     assert "called lmcore.course.anchor.lesson.predict_from_logits" in out
+
+
+def test_the_first_loss_mistakes_never_read_as_one_another():
+    """Exercise 1's first hint names a mistake only when the value matches it alone: on every case,
+    two mistakes with different questions that a failing value (2e-3 or more off) could match lie
+    further apart than the 5e-4 each one reaches."""
+    for case in an._logit_cases():
+        z = case.args[0].double()
+        e = an.predict_from_logits(z)
+        live = [(v, q) for v, q in dg._mistakes(z) if abs(v - e) > 2e-3 - 5e-4]
+        for (u, x), (v, y) in itertools.combinations(live, 2):
+            assert x == y or abs(u - v) > 1e-3, (case.label, x, y)
+
+
+def test_the_repeat_mistakes_never_read_as_one_another():
+    """Exercise 2's likewise: on every case, the mistakes that change the value there, taken in
+    pairs with different questions, lie further apart than their two tolerances reach."""
+    for case in s0._repeat_cases():
+        z, ids, q = case.args
+        e = s0.predict_with_repeats(z, ids, q)
+        live = [(v, t, w) for v, t, w in s0._repeat_mistakes(z, ids, q) if abs(v - e) >= t]
+        assert len({w for *_, w in live}) >= 2, case.label
+        for (u, a, x), (v, b, y) in itertools.combinations(live, 2):
+            assert x == y or abs(u - v) > a + b, (case.label, x, y)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Notebook 05's support: padding masks, the pad-id invariance, three perplexities, gradient
 accumulation, and the exercise checkers (accept the reference, reject plausible mistakes)."""
 
+import itertools
 import math
 
 import matplotlib
@@ -348,6 +349,20 @@ def test_check_sliding_window_perplexity(capsys):
     assert "longer than the context" in out
 
 
+def test_the_window_mistakes_never_read_as_one_another_or_as_right():
+    """The first hint names a mistake only when the perplexity matches it alone (to 1e-4): on every
+    case, the mistakes that change the value there lie 1e-3 or more from the right value and from
+    each other (two ways to write one mistake may agree)."""
+    for case in PX._window_cases():
+        n, seed, block, stride = case.args
+        model, ids = PP.LookbackLM(block_size=block), PP.long_text(n, seed=seed)
+        e = PX._naive_window_perplexity(model, ids, block, stride)
+        live = [(v, q) for v, q in PX._window_mistakes(model, ids, block, stride) if not PX._near(v, e)]
+        assert live and all(abs(v - e) > 1e-3 * e for v, _ in live), case.label
+        for (u, x), (v, y) in itertools.combinations(live, 2):
+            assert x == y or abs(u - v) > 1e-3 * max(u, v), (case.label, x, y)
+
+
 def _sum_then_rescale(model, micro):
     total, count = 0.0, 0
     for ids, lab in micro:
@@ -381,6 +396,21 @@ def _float32_loss(model, micro):  # the loss from float32 logits, summed in floa
         if p.grad is not None:
             p.grad /= count
     return float(total / count)
+
+
+def test_the_accumulation_mistakes_never_read_as_one_another_or_as_right():
+    """Likewise for the gradients (matched to 1e-4 of their size): the right one is the full
+    batch's, and the mistakes lie 1e-2 or more from it and from each other."""
+
+    def apart(a, b):
+        return float((a - b).abs().max()) / max(float(a.abs().max()), float(b.abs().max()))
+
+    for case in PA._accumulation_cases():
+        right, mistakes = PA._accumulation_mistakes(*case.args)
+        assert apart(right, PA._one_forward_reference(*case.args)["the model's gradients"]) < 1e-12
+        assert len({q for _, q in mistakes}) >= 4 and all(apart(g, right) > 1e-2 for g, _ in mistakes)
+        for (a, x), (b, y) in itertools.combinations(mistakes, 2):
+            assert x == y or apart(a, b) > 1e-2, (case.label, x, y)
 
 
 def test_check_accumulation(capsys):

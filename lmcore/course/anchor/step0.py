@@ -210,28 +210,79 @@ _NO_REFERENCE = {
 }
 
 
+def _repeat_mistakes(
+    z: torch.Tensor, ids: torch.Tensor, q: float, got: float | None = None
+) -> list[tuple[float, float, str]]:
+    """(the value a plausible mistake gives on logits ``z`` (N, L, V), input ids and q, how near a
+    result must come to it, the question it gets, which may quote the learner's value ``got``): q
+    left out, the repeats' effect added, every target a repeat, the own logit not centred, the
+    spread over the whole tensor or around 0, the next token's logit read, and the random-token
+    law charged to the non-repeats only."""
+    z = z.detach().double()
+    V, law, lift = z.shape[-1], predict_from_logits(z), own_token_lift(z, ids)
+    ln_v, away = math.log(V), (law + q * lift if got is None else got) - law
+    counted = (
+        "your spread counts the constant each position adds to all of its logits: does adding one "
+        "constant to every logit of a position change what softmax gives, or the loss?"
+    )
+    next_token = (
+        "your lift reads, at each position, the logit of the token after the one the position reads: "
+        "when the target repeats, which token is it?"
+    )
+    return [
+        (
+            law,
+            2e-3,
+            f"your value is section 3's law for random tokens, as if q were 0; here q = {q:g}: how often is "
+            "the target the token the position reads, and what does that token's raised logit do to the loss?",
+        ),
+        (
+            law + q * lift,
+            2e-3 + 0.05 * abs(q * lift),
+            f"your value lies {away:+.3f} nats from the law for random tokens: does a target whose logit "
+            "is raised make the loss larger or smaller?",
+        ),
+        (
+            law - lift,
+            1e-3,
+            f"your value counts every target as a repeat, as if q were 1; here q = {q:g}: how often is the "
+            "target the token the position reads?",
+        ),
+        (
+            law - q * float(z.gather(-1, ids[..., None]).mean()),
+            1e-3,
+            "your lift moves with the constant each position adds to all of its logits: does that constant "
+            "change how far the own token's logit stands above the rest of its row?",
+        ),
+        (ln_v + float(z.var(unbiased=False)) / 2 - q * lift, 1e-3, counted),
+        (ln_v + float(z.pow(2).mean()) / 2 - q * lift, 1e-3, counted),
+        (law - q * own_token_lift(z, ids.roll(-1, dims=1)), 1e-3, next_token),
+        (law - q * own_token_lift(z[:, :-1], ids[:, 1:]), 1e-3, next_token),
+        (
+            (1 - q) * law - q * lift,
+            1e-3,
+            "your value lies far below ln V, as if a repeated target cost only what its raised logit takes "
+            "away: what does such a target still pay for the rest of the vocabulary?",
+        ),
+    ]
+
+
 def _explain_repeats(fn, case, expected, got) -> str:
-    """The two mistakes the law's value itself shows: q left out (the random-token law), or the
-    repeats' effect added instead of taken away."""
+    """The mistake whose value on this case the learner's matches, as a question; ``""`` unless
+    exactly one does (mistakes that change nothing on this case, e.g. q left out when q = 0,
+    left out)."""
     z, ids, q = case.args
     try:
         g = float(got)
     except (TypeError, ValueError, RuntimeError):
         return ""
-    law, e = predict_from_logits(z), float(expected)
-    if abs(law - e) < 1e-3:
-        return ""
-    if abs(g - law) < 2e-3:
-        return (
-            f"your value is section 3's law for random tokens, as if q were 0; here q = {q:g}: how often is "
-            "the target the token the position reads, and what does that token's raised logit do to the loss?"
-        )
-    if abs((g - law) + (e - law)) < 2e-3 + 0.05 * abs(e - law):
-        return (
-            f"your value lies {g - law:+.3f} nats from the law for random tokens: does a target whose logit "
-            "is raised make the loss larger or smaller?"
-        )
-    return ""
+    e = float(expected)
+    named = {
+        question
+        for value, tol, question in _repeat_mistakes(z, ids, q, g)
+        if abs(g - value) < tol and abs(e - value) >= tol
+    }
+    return named.pop() if len(named) == 1 else ""
 
 
 def check_predict_with_repeats(fn, quiet: bool = False):

@@ -134,28 +134,118 @@ def _learner_run(accumulate, seed: int, n_micro: int, empty: int | None = None):
     return {"the model's gradients": flat_grad(model), "the mean loss you return": float(logged)}
 
 
+def _micro_gradients(seed: int, n_micro: int, empty: int | None = None):
+    """Each micro-batch's own part of the work: (the gradient of its *summed* NLL, zeros for one
+    with no valid target; its labels). Every gradient a learner's loop builds is a weighted sum
+    of these gradients."""
+    model, out = toy_model(seed), []
+    for ids, labels in ragged_micro_batches(seed, n_micro, empty):
+        model.zero_grad()
+        if num_valid_targets(labels):
+            causal_lm_loss(model(ids), labels, reduction="sum").backward()
+        out.append((flat_grad(model).clone(), labels))  # zeros where no backward ran
+    return out
+
+
+_ACCUMULATION_QUESTIONS = {
+    "micro means": "your gradient gives every micro-batch the same weight, whatever its number of valid "
+    "targets: in one step on the whole batch, does a target in a micro-batch with few valid targets "
+    "count more than one in a full micro-batch?",
+    "own count": "your gradient adds up whole micro-batch means, so it grows with the number of "
+    "micro-batches, and a target in a micro-batch with few valid targets counts more: should either "
+    "depend on how the batch was cut?",
+    "no divide": "your gradient grows with the number of valid targets in the batch: is it the "
+    "gradient of a mean?",
+    "unshifted": "your count is larger than the number of targets the loss scores: which labels are "
+    "left as targets after the shift, and did your count see the same ones?",
+    "padding": "your count includes positions whose label is -100: does a padding position count as "
+    "a target?",
+    "zero grad": "your gradients hold only the last micro-batch's part: what happened to what the "
+    "earlier backward passes had left in .grad?",
+    "loss over K": "your gradients match the whole batch's, and the loss you return is its mean "
+    "divided by the number of micro-batches: what does each micro-batch's loss stand for already, "
+    "and what does averaging them do to it?",
+    "loss": "your gradients match the whole batch's, but the loss you return does not: is it the "
+    "loss whose gradient you accumulated?",
+}
+
+
+def _accumulation_mistakes(seed: int, n_micro: int, empty: int | None = None):
+    """(the right gradient, [(the gradient a plausible mistake gives, the question it gets)]):
+    each micro-batch's summed-NLL gradient weighed by one over nothing, a count before the shift,
+    a count with the padding (shifted or not), the whole count with only the last micro-batch
+    kept (.grad zeroed before each backward), and, where every micro-batch has a valid target,
+    the number of micro-batches times its own count, or its own count."""
+    ask, parts = _ACCUMULATION_QUESTIONS, _micro_gradients(seed, n_micro, empty)
+    grads, labels = [g for g, _ in parts], [lab for _, lab in parts]
+    counts = [num_valid_targets(lab) for lab in labels]
+    K, total = len(parts), sum(counts)
+    weights = [
+        ([1.0] * K, ask["no divide"]),
+        ([1 / sum(int((lab != IGNORE_INDEX).sum()) for lab in labels)] * K, ask["unshifted"]),
+        ([1 / sum(lab[:, 1:].numel() for lab in labels)] * K, ask["padding"]),
+        ([1 / sum(lab.numel() for lab in labels)] * K, ask["padding"]),
+        ([0.0] * (K - 1) + [1 / total], ask["zero grad"]),
+    ]
+    if all(counts):  # a micro-batch with no valid target makes its own mean 0/0
+        weights += [
+            ([1 / (K * n) for n in counts], ask["micro means"]),
+            ([1 / n for n in counts], ask["own count"]),
+        ]
+    return sum(grads) / total, [(sum(w * g for w, g in zip(ws, grads)), q) for ws, q in weights]
+
+
+def _same_gradient(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to float32 accuracy (~1e-7 here), with room to spare: the mistakes lie 3% apart or more."""
+    return float((a - b).abs().max()) <= 1e-4 * max(float(a.abs().max()), float(b.abs().max()))
+
+
+def _explain_accumulation(fn, case, expected, got) -> str:
+    """The mistake whose gradient the learner's matches (:func:`_accumulation_mistakes`), as a
+    question; ``""`` unless exactly one does. Right gradients with a wrong loss get their own:
+    the mean of micro-batch losses each already divided by the whole count, or any other."""
+    key, loss_key = "the model's gradients", "the mean loss you return"
+    e, g = expected[key], got[key]
+    if not isinstance(g, torch.Tensor) or g.shape != e.shape or not bool(torch.isfinite(g).all()):
+        return ""
+    g = g.detach().double()
+    if _same_gradient(g, e.double()):  # the gradients are right: the loss is not
+        mean, n_micro = expected[loss_key], case.args[1]
+        over_k = abs(float(got[loss_key]) - mean / n_micro) <= 1e-4 * abs(mean)
+        return _ACCUMULATION_QUESTIONS["loss over K" if over_k else "loss"]
+    right, mistakes = _accumulation_mistakes(*case.args)
+    named = {q for v, q in mistakes if _same_gradient(g, v) and not _same_gradient(v, right)}
+    return named.pop() if len(named) == 1 else ""
+
+
 _NO_REFERENCE = {
     "lmcore.train.accumulate.accumulate_gradients": "lmcore.train's own loop does this: write it yourself",
     "lmcore.train.accumulate.backward_micro_batches": "lmcore.train's own loop does this: write it yourself",
 }
 
 
+def _accumulation_cases() -> list[Case]:
+    """(seed, n_micro[, empty]): micro-batches of different lengths and padding, one case with a
+    micro-batch that has no valid target."""
+    return [
+        Case((s, k), label=f"{k} micro-batches of 2 rows, each its own length and padding (seed {s})")
+        for s, k in ((0, 2), (1, 3), (2, 4))
+    ] + [Case((3, 3, 1), label="3 micro-batches of 2 rows, the second with no valid target (seed 3)")]
+
+
 def check_accumulation(fn, quiet: bool = False):
     """``fn(model, micro_batches)``: micro-batches of different lengths and padding, handed as a
     one-pass iterator; afterwards model's .grad must equal the full batch's gradient of
     ``causal_lm_loss`` (mean over all valid targets), and ``fn`` returns that mean loss."""
-    cases = [
-        Case((s, k), label=f"{k} micro-batches of 2 rows, each its own length and padding (seed {s})")
-        for s, k in ((0, 2), (1, 3), (2, 4))
-    ] + [Case((3, 3, 1), label="3 micro-batches of 2 rows, the second with no valid target (seed 3)")]
     return check(
         "accumulate_gradients",
         lambda s, k, empty=None: _learner_run(fn, s, k, empty),
         _one_forward_reference,
-        cases,  # the kit's tolerances: a loss from float32 logits is right (off by ~4e-8 here, every
-        # wrong variant by > 0.06); atol 1e-9, rtol 1e-6 rejected it (issue 38)
+        _accumulation_cases(),  # the kit's tolerances: a loss from float32 logits is right (off by
+        # ~4e-8 here, every wrong variant by > 0.06); atol 1e-9, rtol 1e-6 rejected it (issue 38)
         forbid=_NO_REFERENCE,
         quiet=quiet,
+        explain=_explain_accumulation,
         hint=(
             "Compare with one step on the whole batch: does every valid target weigh the same when "
             "the micro-batches hold different numbers of valid targets? Which count must you divide "

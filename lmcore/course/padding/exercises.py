@@ -8,7 +8,8 @@ import math
 
 import torch
 
-from ...shift import IGNORE_INDEX
+from ...loss import causal_lm_loss
+from ...shift import IGNORE_INDEX, num_valid_targets
 from ..checks import Case, check, first_label_free
 from .lesson import example_batch
 from .perplexity import LookbackLM, long_text
@@ -141,32 +142,115 @@ def _window_case(run, n_tokens: int, seed: int, block_size: int, stride: int):
     return run(LookbackLM(block_size=block_size), long_text(n_tokens, seed=seed), block_size, stride)
 
 
+def _windows_scored(model, ids, block_size: int, step: int, *, masked=True, cut=0, stop=None):
+    """(summed NLL, targets) of each window of a loop like the reference's, with one thing
+    changed: windows every ``step``, no -100 on what an earlier window scored (``masked``), that
+    mask ``cut`` positions too long (+1) or short (-1), or no window starting at ``stop`` or
+    later (the text's end then never reached). float64; a window with no target adds (0, 0)."""
+    out, done = [], 0
+    for begin in range(0, len(ids) if stop is None else max(0, stop), step):
+        end = min(begin + block_size, len(ids))
+        window = ids[begin:end][None]
+        labels = window.clone()
+        if masked:
+            labels[:, : max(0, done - begin + cut)] = IGNORE_INDEX
+        count = num_valid_targets(labels)
+        with torch.no_grad():
+            total = float(causal_lm_loss(model(window), labels, reduction="sum")) if count else 0.0
+        out.append((total, count))
+        done = end
+        if end == len(ids):
+            break
+    return out
+
+
+def _token_weighted(parts) -> float:
+    count = sum(c for _, c in parts)
+    return math.exp(sum(s for s, _ in parts) / count) if count else math.nan
+
+
+_WINDOW_QUESTIONS = {
+    "blocks": "your value matches windows that never overlap, one after the other: how much context "
+    "do the first tokens of each window get, and what is the stride for?",
+    "every window": "your total scores some tokens more than once, in every window that holds them: "
+    "how many times should each token count?",
+    "window means": "your value weighs every window the same, whatever the number of tokens it "
+    "scores: should a window that scores few tokens count as much as one that scores many?",
+    "no exp": "your value is the log of the expected one: is it a perplexity yet, and what turns a "
+    "mean NLL into one?",
+    "tail": "your total stops before the end of the text: do your windows score its last tokens?",
+    "one too many": "your total leaves out a token where each window takes over from the one before: "
+    "is every token after the first scored?",
+    "one too few": "your total scores the token where each window takes over from the one before "
+    "twice, once in each window: how many times should each token count?",
+}
+
+
+def _window_mistakes(model, ids, block_size: int, stride: int) -> list[tuple[float, str]]:
+    """(the perplexity a plausible mistake gives on this text, the question it gets): windows
+    every block_size, no mask, windows averaged (their mean NLLs or their perplexities), no exp,
+    the tail dropped (a window only where a whole block fits: two ways to write the range), and
+    the mask one position off either way."""
+    T, ask = len(ids), _WINDOW_QUESTIONS
+    right = _windows_scored(model, ids, block_size, stride)
+    means = [s / c for s, c in right if c]
+    out = [
+        (_token_weighted(_windows_scored(model, ids, block_size, block_size)), ask["blocks"]),
+        (_token_weighted(_windows_scored(model, ids, block_size, stride, masked=False)), ask["every window"]),
+        (math.exp(sum(means) / len(means)), ask["window means"]),
+        (sum(math.exp(m) for m in means) / len(means), ask["window means"]),
+        (math.log(_token_weighted(right)), ask["no exp"]),
+        (_token_weighted(_windows_scored(model, ids, block_size, stride, cut=1)), ask["one too many"]),
+        (_token_weighted(_windows_scored(model, ids, block_size, stride, cut=-1)), ask["one too few"]),
+    ]
+    for stop in (T - block_size + 1, T - block_size):  # range(0, stop, stride): the last start < stop
+        out.append((_token_weighted(_windows_scored(model, ids, block_size, stride, stop=stop)), ask["tail"]))
+    return [(v, q) for v, q in out if math.isfinite(v)]
+
+
+def _near(a: float, b: float) -> bool:
+    """Equal to float32 accuracy, with room to spare: the mistakes lie 1e-3 apart or more."""
+    return abs(a - b) <= 1e-4 * max(1.0, abs(a), abs(b))
+
+
 def _explain_window(fn, case, expected, got) -> str:
-    """A value that is the mean NLL, not its exponential."""
+    """The mistake whose perplexity on this text the learner's value matches, as a question;
+    ``""`` unless exactly one does (mistakes that change nothing on this text left out)."""
     try:
-        g = float(got)
+        g, e = float(got), float(expected)
     except (TypeError, ValueError, RuntimeError):
         return ""
-    if math.isfinite(g) and abs(g - math.log(float(expected))) < 1e-4:
-        return "your value is the log of the expected one: is it a perplexity yet, and what turns a mean NLL into one?"
-    return ""
+    n_tokens, seed, block_size, stride = case.args
+    if not math.isfinite(g):
+        return ""
+    model, ids = LookbackLM(block_size=block_size), long_text(n_tokens, seed=seed)
+    named = {
+        q for v, q in _window_mistakes(model, ids, block_size, stride) if _near(v, g) and not _near(v, e)
+    }
+    return named.pop() if len(named) == 1 else ""
 
 
-def check_sliding_window_perplexity(fn, quiet: bool = False):
-    """Grade ``fn(model, ids (T,), block_size, stride) -> float`` against a loop over every token,
-    on texts of several lengths and windows that overlap, do not overlap and end part-way."""
-    cases = [
+def _window_cases() -> list[Case]:
+    """(n_tokens, seed, block_size, stride): texts of several lengths, windows that overlap, do not
+    overlap and end part-way."""
+    return [
         Case((61, 1, 16, 8), label="61 tokens, block_size 16, stride 8"),
         Case((61, 2, 16, 5), label="61 tokens, block_size 16, stride 5 (the last window ends part-way)"),
         Case((61, 3, 16, 16), label="61 tokens, block_size 16, stride 16 (no overlap)"),
         Case((12, 4, 16, 4), label="a 12-token text, block_size 16"),
         Case((40, 5, 8, 1), label="40 tokens, block_size 8, stride 1"),
     ]
+
+
+def check_sliding_window_perplexity(fn, quiet: bool = False):
+    """Grade ``fn(model, ids (T,), block_size, stride) -> float`` against a loop over every token,
+    on texts of several lengths and windows that overlap, do not overlap and end part-way."""
     return check(
         "sliding_window_perplexity",
         lambda *args: _window_case(fn, *args),
         lambda *args: _window_case(_naive_window_perplexity, *args),
-        cases,  # the kit's tolerances: a float32 sum is right (every wrong variant is off by > 1e-3)
+        _window_cases(),  # the kit's tolerances: a float32 sum is right (every wrong variant is off
+        # by > 1e-3)
         forbid=_NO_WINDOW_REFERENCE,
         quiet=quiet,
         explain=_explain_window,
