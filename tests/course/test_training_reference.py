@@ -136,3 +136,53 @@ def test_the_reference_carries_section_6s_small_slice_run_and_its_turn():
     assert over.best_step / short.max_steps < 0.5  # notebook 08's verdicts, on the committed run
     assert over.history[-1]["val_loss"] - over.best_val_loss > 0.3
     assert at_best["train_loss"] - over.history[-1]["train_loss"] > 0.5
+
+
+def test_the_recorded_sweeps_are_the_calls_notebook_08_makes(corpus):
+    from lmcore.course.training.lr_prediction import RATES
+
+    source = "".join(
+        "".join(c["source"])
+        for c in json.loads((T.REFERENCE_DIR.parents[3] / "notebooks" / "08_training_run.ipynb").read_text())[
+            "cells"
+        ]
+    )
+    assert (
+        "rates = list(RATES)" in source and "lr_sweep(corpus, rates, seed=seed) for seed in (0, 1)" in source
+    )
+    assert "BUDGET = 1_600" in source and "for b in (2, 8, 32)" in source
+    assert "lr_sweep(corpus, [1e-3, 3e-3, 1e-2, 3e-2], steps=BUDGET // b, seed=seed, batch_size=b)" in source
+    assert T.SWEEP_CALLS[0]["lrs"] == list(RATES)
+    entries = json.loads((T.REFERENCE_DIR / T.SWEEPS).read_text())
+    assert [e["key"] for e in entries] == [T._sweep_key(corpus, **call) for call in T.SWEEP_CALLS]
+    for call in T.SWEEP_CALLS:
+        sweep = T.recorded_sweep(corpus, **call)
+        assert sweep["lrs"] == call["lrs"] and set(sweep["val"]) == set(call["lrs"])
+        assert all(len(sweep["curves"][lr]) <= call["steps"] for lr in call["lrs"])
+    assert T.recorded_sweep(corpus, **{**T.SWEEP_CALLS[0], "seed": 7}) is None  # not recorded: None
+
+
+def test_under_the_autograder_lr_sweep_returns_the_recorded_sweep_stamped_now(monkeypatch, corpus):
+    from lmcore.course.training import lr_sweep as S
+
+    call = T.SWEEP_CALLS[0]
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    before = len(S.LEDGER.finished)
+    start = S.LEDGER.stamp()
+    sweep = S.lr_sweep(corpus, call["lrs"], seed=call["seed"])  # the notebook's call: no training
+    assert sweep["started"] > start and len(S.LEDGER.finished) == before + 1
+    assert sweep["val"] == T.recorded_sweep(corpus, **call)["val"]
+    with pytest.raises(TypeError, match="recorded"):
+        S.lr_sweep(corpus, call["lrs"], recorded="yes")
+
+
+def test_a_recorded_sweep_is_what_lr_sweep_trains(corpus):
+    """The shortest recorded call, retrained here (a few seconds): the same held-out losses, to
+    the float32 rounding another CPU kernel path may add over 50 steps."""
+    from lmcore.course.training.lr_sweep import lr_sweep
+
+    call = min(T.SWEEP_CALLS, key=lambda c: c["steps"] * len(c["lrs"]))
+    fresh = lr_sweep(corpus, **call, recorded=False)
+    recorded = T.recorded_sweep(corpus, **call)
+    for lr in call["lrs"]:
+        assert fresh["val"][lr] == pytest.approx(recorded["val"][lr], abs=2e-3)

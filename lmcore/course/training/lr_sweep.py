@@ -19,6 +19,7 @@ import torch
 from ..._validate import require_int_scalar, require_real
 from ...loss import causal_lm_loss
 from ...train.devices import cpu_threads
+from ..autograding import grading
 from ..style import COLORS, new_figure
 from ..toys import fit, toy_gpt
 from .run import eval_windows
@@ -61,6 +62,7 @@ def lr_sweep(
     seed: int = 0,
     n_val: int = 64,
     batch_size: int = _BATCH,
+    recorded: bool | None = None,
 ) -> dict:
     """Train one fresh GPT (``toy_gpt``: 1 layer, width 32, context 32, seeded by ``seed``) per
     learning rate in ``lrs`` for ``steps`` AdamW steps at that constant rate, on the same batches
@@ -68,7 +70,10 @@ def lr_sweep(
     a generator seeded by ``seed``). Returns ``{"lrs", "curves": {lr: training losses}, "val": {lr: held-out loss on
     n_val validation windows}, "ln_v", "started"}`` (``started``: when the sweep began, on the
     counter ``lr_prediction`` stamps each recorded prediction with); a run whose loss became non-finite keeps its curve up to
-    there and scores ``inf``."""
+    there and scores ``inf``. ``recorded`` (default: under nbgrader's autograder): return the
+    sweep recorded with lmcore for this very call on this corpus, where there is one
+    (:func:`lmcore.course.training.reference.recorded_sweep`; notebook 08's sweeps), instead of
+    training; it is stamped as a sweep run now."""
     if isinstance(lrs, (str, bytes)) or not isinstance(lrs, Sequence) or not lrs:
         raise TypeError(f"lrs must be a non-empty sequence of learning rates; got {lrs!r}.")
     lrs = [require_real("lrs", lr, min=0.0, min_inclusive=False, hint="(a learning rate)") for lr in lrs]
@@ -76,7 +81,16 @@ def lr_sweep(
     require_int_scalar("seed", seed, min=0)
     require_int_scalar("n_val", n_val, min=1)
     require_int_scalar("batch_size", batch_size, min=1)
+    if recorded is not None and not isinstance(recorded, bool):
+        raise TypeError(f"recorded must be True, False or None; got {recorded!r}.")
     started = LEDGER.stamp()
+    if grading() if recorded is None else recorded:
+        from .reference import recorded_sweep
+
+        sweep = recorded_sweep(corpus, lrs, steps, seed, n_val, batch_size)
+        if sweep is not None:
+            LEDGER.finished.append(LEDGER.stamp())
+            return {**sweep, "started": started}
     V = corpus.vocab_size
     val = eval_windows(corpus, n_val, _BLOCK)
     curves, scores = {}, {}

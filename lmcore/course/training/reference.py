@@ -13,7 +13,12 @@ under nbgrader's autograder, and only where the run fits (the ``cpu`` preset, th
 
 It also carries section 6's two short runs, as the notebook's training path produced them:
 the retrained start's measurements (``first_steps.json``) and the small-slice run's history and
-best (``small_slice.json``), so that grading skips those runs too.
+best (``small_slice.json``), so that grading skips those runs too; and section 4's sweeps
+(``sweeps.json``: the learning-rate sweep on two seeds and the batch-size sweep, 36 short runs),
+which :func:`lmcore.course.training.lr_sweep.lr_sweep` returns under the autograder when they were
+recorded for the same call on the same corpus (:func:`recorded_sweep`): grading judges the
+learner's prediction against the recorded sweep, as it judges everything else against the
+reference run. ``python -m lmcore.course.training.reference --sweeps`` records them anew.
 
 ``python -m lmcore.course.training.reference notebooks/runs/08_training_run`` writes the folder
 from the run directory of an executed notebook 08 (``--short-runs-only``: only the two JSON
@@ -51,6 +56,9 @@ __all__ = [
     "reference_small_slice",
     "write_reference_run",
     "write_reference_dynamics",
+    "SWEEP_CALLS",
+    "recorded_sweep",
+    "write_reference_sweeps",
 ]
 
 REFERENCE_DIR = Path(__file__).resolve().with_name("reference_run")
@@ -58,6 +66,18 @@ REFERENCE_PRESET = "cpu"
 REFERENCE_ENV = "LMCORE_USE_REFERENCE_RUN"  # "1": load the run wherever 08 would train (CI's reruns)
 _FILES = ("checkpoint.pt", "best.pt")
 FIRST_STEPS, SMALL_SLICE = "first_steps.json", "small_slice.json"  # section 6's two short runs
+SWEEPS = "sweeps.json"  # section 4's sweeps, for the autograder
+# The calls of lr_sweep that notebook 08 makes (section 4): the rate sweep on seeds 0 and 1, and the
+# batch-size sweep (1,600 rows read at 2, 8 or 32 rows a step); tests/course/test_training_reference.py
+# checks the notebook makes exactly these.
+SWEEP_CALLS = tuple(
+    [dict(lrs=[1e-4, 1e-3, 3e-3, 1e-2, 1e-1, 1.0], steps=200, seed=s, n_val=64, batch_size=8) for s in (0, 1)]
+    + [
+        dict(lrs=[1e-3, 3e-3, 1e-2, 3e-2], steps=1_600 // b, seed=s, n_val=64, batch_size=b)
+        for s in (0, 1)
+        for b in (2, 8, 32)
+    ]
+)
 
 
 def reference_info(source=REFERENCE_DIR) -> dict:
@@ -212,18 +232,75 @@ def main(argv=None) -> int:
     from ...data import load_corpus
 
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--sweeps"]:
+        from ...train import PRESETS
+
+        path = write_reference_sweeps(load_corpus(PRESETS[REFERENCE_PRESET].corpus))
+        print(f"wrote section 4's {len(SWEEP_CALLS)} sweeps into {path}")
+        return 0
     short_only = "--short-runs-only" in argv
     args = [a for a in argv if a != "--short-runs-only"]
     if len(args) != 1:
         sys.exit(
             "usage: python -m lmcore.course.training.reference RUN_DIR [--short-runs-only]  "
-            "(the run directory of an executed notebook 08, cpu preset)"
+            "(the run directory of an executed notebook 08, cpu preset), or --sweeps (section 4's sweeps)"
         )
     if not short_only:
         ck = load_checkpoint(Path(args[0]) / "checkpoint.pt")
         print(f"wrote {write_reference_run(args[0], load_corpus(ck['train_config']['corpus']))}")
     print(f"wrote section 6's short runs into {write_reference_dynamics(args[0])}")
     return 0
+
+
+def _sweep_key(corpus, lrs, steps, seed, n_val, batch_size) -> dict:
+    return {
+        "corpus_sha256": corpus_fingerprint(corpus),
+        "lrs": [float(lr) for lr in lrs],
+        "steps": int(steps),
+        "seed": int(seed),
+        "n_val": int(n_val),
+        "batch_size": int(batch_size),
+    }
+
+
+def recorded_sweep(corpus, lrs, steps, seed, n_val, batch_size, source=REFERENCE_DIR) -> dict | None:
+    """The sweep recorded in ``sweeps.json`` for exactly this call of ``lr_sweep`` on this corpus
+    (``{"lrs", "curves", "val", "ln_v"}``, rates as floats), else None (then the sweep runs)."""
+    path = Path(source) / SWEEPS
+    if not path.exists():
+        return None
+    key = _sweep_key(corpus, lrs, steps, seed, n_val, batch_size)
+    for entry in json.loads(path.read_text(encoding="utf-8")):
+        if entry["key"] == key:
+            lrs = key["lrs"]
+            return {
+                "lrs": lrs,
+                "curves": {lr: entry["curves"][repr(lr)] for lr in lrs},
+                "val": {lr: entry["val"][repr(lr)] for lr in lrs},
+                "ln_v": entry["ln_v"],
+            }
+    return None
+
+
+def write_reference_sweeps(corpus, dest=REFERENCE_DIR, calls=SWEEP_CALLS) -> Path:
+    """Run notebook 08's sweeps (:data:`SWEEP_CALLS`, a few minutes on a CPU) and write them to
+    ``dest/sweeps.json`` (``inf`` and ``nan`` as JSON's Python extensions Infinity and NaN)."""
+    from .lr_sweep import lr_sweep
+
+    entries = []
+    for call in calls:
+        sweep = lr_sweep(corpus, **call, recorded=False)
+        entries.append(
+            {
+                "key": _sweep_key(corpus, **call),
+                "curves": {repr(float(lr)): [float(v) for v in c] for lr, c in sweep["curves"].items()},
+                "val": {repr(float(lr)): float(v) for lr, v in sweep["val"].items()},
+                "ln_v": sweep["ln_v"],
+            }
+        )
+    path = Path(dest) / SWEEPS
+    path.write_text(json.dumps(entries) + "\n", encoding="utf-8")
+    return path
 
 
 if __name__ == "__main__":
