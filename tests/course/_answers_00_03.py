@@ -796,40 +796,47 @@ ANSWERS["tied_grads"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 03: per-position NLL
+# ---------------------------------------------------------------- 03: per-position NLL, k tokens ahead
 
 
-def _pp_flat(z, y):
+def _pp_flat(z, y, k):
     V = z.shape[-1]
-    nll = F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), reduction="none")
-    return nll.view(y[:, 1:].shape)
+    nll = F.cross_entropy(z[:, :-k].reshape(-1, V), y[:, k:].reshape(-1), reduction="none")
+    return nll.view(y[:, k:].shape)
 
 
-def _pp_float32_gather(z, y):  # in float32, from log_softmax and gather, ignored targets zeroed
-    logp = torch.log_softmax(z[:, :-1].float(), dim=-1)
-    target = y[:, 1:]
+def _pp_float32_gather(z, y, k):  # in float32, from log_softmax and gather, ignored targets zeroed
+    logp = torch.log_softmax(z[:, :-k].float(), dim=-1)
+    target = y[:, k:]
     valid = target != -100
     nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
     return nll * valid
 
 
-def _pp_classes_on_dim_1(z, y):
-    return F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:], reduction="none")
+def _pp_classes_on_dim_1(z, y, k):
+    return F.cross_entropy(z[:, :-k].transpose(1, 2), y[:, k:], reduction="none")
 
 
-def _pp_row_by_row(z, y):  # one row at a time: (L-1, V) against (L-1,), then stacked
-    return torch.stack([F.cross_entropy(r[:-1], t[1:], reduction="none") for r, t in zip(z, y)])
+def _pp_row_by_row(z, y, k):  # one row at a time: (L-k, V) against (L-k,), then stacked
+    return torch.stack([F.cross_entropy(r[:-k], t[k:], reduction="none") for r, t in zip(z, y)])
 
 
 @torch.no_grad()
-def _pp_float64_no_grad(z, y):
-    return _pp_flat(z.double(), y)
+def _pp_float64_no_grad(z, y, k):
+    return _pp_flat(z.double(), y, k)
 
 
-def _pp_flatten_unflatten(z, y):
-    shift_logits, shift_labels = z[..., :-1, :].contiguous(), y[..., 1:].contiguous()
+def _pp_flatten_unflatten(z, y, k):
+    L = z.shape[-2]
+    shift_logits, shift_labels = z[..., : L - k, :].contiguous(), y[..., k:].contiguous()
     nll = F.cross_entropy(shift_logits.flatten(0, 1), shift_labels.flatten(), reduction="none")
     return nll.unflatten(0, shift_labels.shape)
+
+
+def _pp_narrow_loop_over_positions(z, y, k):  # narrow() and a loop over the L - k positions
+    L = z.shape[1]
+    cols = [F.cross_entropy(z.narrow(1, t, 1)[:, 0], y[:, t + k], reduction="none") for t in range(L - k)]
+    return torch.stack(cols, dim=1)
 
 
 ANSWERS["my_per_position_nll"] = Answers(
@@ -841,38 +848,45 @@ ANSWERS["my_per_position_nll"] = Answers(
         "row_by_row": _pp_row_by_row,
         "float64_no_grad": _pp_float64_no_grad,
         "flatten_unflatten": _pp_flatten_unflatten,
+        "loop_over_positions": _pp_narrow_loop_over_positions,
     },
     wrong={
-        "unflattened_layout": lambda z, y: F.cross_entropy(z[:, :-1], y[:, 1:], reduction="none"),
-        "no_shift": lambda z, y: F.cross_entropy(
+        "unflattened_layout": lambda z, y, k: F.cross_entropy(z[:, :-k], y[:, k:], reduction="none"),
+        "no_shift": lambda z, y, k: F.cross_entropy(
             z.reshape(-1, z.shape[-1]), y.reshape(-1), reduction="none"
         ).view(y.shape),
-        "shift_the_wrong_way": lambda z, y: _pp_flat(z.flip(1), y.flip(1)).flip(1),
-        "not_reshaped_back": lambda z, y: _pp_flat(z, y).flatten(),
-        "mean": lambda z, y: F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:]),
-        "ignored_not_zeroed": lambda z, y: (
-            -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:].clamp(min=0)[..., None])[..., 0]
+        "shift_the_wrong_way": lambda z, y, k: _pp_flat(z.flip(1), y.flip(1), k).flip(1),
+        "always_one_ahead": lambda z, y, k: _pp_flat(z, y, 1),  # k ignored: the (N, L-1) of a causal LM
+        "one_ahead_cut_to_length": lambda z, y, k: _pp_flat(z, y, 1)[:, : z.shape[1] - k],
+        "not_reshaped_back": lambda z, y, k: _pp_flat(z, y, k).flatten(),
+        "mean": lambda z, y, k: F.cross_entropy(z[:, :-k].transpose(1, 2), y[:, k:]),
+        "ignored_not_zeroed": lambda z, y, k: (
+            -torch.log_softmax(z[:, :-k], -1).gather(-1, y[:, k:].clamp(min=0)[..., None])[..., 0]
         ),
-        "view_of_a_slice": lambda z, y: F.cross_entropy(
-            z[:, :-1].view(-1, z.shape[-1]), y[:, 1:].reshape(-1), reduction="none"
-        ).view(y[:, 1:].shape),
+        "view_of_a_slice": lambda z, y, k: F.cross_entropy(
+            z[:, :-k].view(-1, z.shape[-1]), y[:, k:].reshape(-1), reduction="none"
+        ).view(y[:, k:].shape),
     },
     refused={
         "lmcore_loss": (
-            lambda z, y: causal_lm_loss(z, y, reduction="none"),
+            lambda z, y, k: causal_lm_loss(z, y, reduction="none") if k == 1 else _pp_flat(z, y, k),
             "that is lmcore's loss, the one you are rebuilding",
         ),
         "lmcore_shift": (
-            lambda z, y: F.cross_entropy(
-                shift_for_next_token(z, y)[0].transpose(1, 2), y[:, 1:], reduction="none"
+            lambda z, y, k: (
+                F.cross_entropy(shift_for_next_token(z, y)[0].transpose(1, 2), y[:, 1:], reduction="none")
+                if k == 1
+                else _pp_flat(z, y, k)
             ),
             "write the shift yourself",
         ),
     },
     first_hints={
-        "unflattened_layout": "reads the L - 1 positions as the classes",
-        "no_shift": "does the last position of a row have a next token",
+        "unflattened_layout": "reads the L - k positions as the classes",
+        "no_shift": "does the last position of a row have a token k places ahead",
         "shift_the_wrong_way": "on the token before it",
+        "always_one_ahead": "how many positions of a row have a token k places ahead",
+        "one_ahead_cut_to_length": "on the very next token, one place ahead",
         "not_reshaped_back": "keeps each row's targets in a row of their own",
         "mean": "your result is one number",
         "ignored_not_zeroed": "what should an ignored target contribute",
@@ -928,6 +942,15 @@ def _lm_rows(z, y, eps):  # row by row, a running sum and count (a row may have 
                 total -= (1 - eps) * logp[t, label] + eps * logp[t].mean()
                 count += 1
     return total / count
+
+
+def _lm_smoothing_detached(z, y, eps):  # the uniform part computed from detached log-probabilities
+    logp = torch.log_softmax(z[:, :-1], dim=-1)
+    target = y[:, 1:]
+    valid = target != -100
+    nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
+    per_target = (1 - eps) * nll - eps * logp.detach().mean(-1)
+    return (per_target * valid).sum() / valid.sum()
 
 
 _lm_wrapped = functools.wraps(_lm_gather)(lambda z, y, eps: _lm_rows(z, y, eps))
@@ -991,6 +1014,11 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "eps_on_every_token": lambda z, y, e: _lm_wrong(z, y, e, q="sum"),
         "a_python_float": lambda z, y, e: float(_lm_gather(z, y, e)),
         "under_no_grad": torch.no_grad()(_lm_rows),
+        "smoothing_term_detached": _lm_smoothing_detached,  # the right value, the wrong gradient
+        "value_of_one_gradient_of_another": lambda z, y, e: (
+            _lm_wrong(z, y, e, smooth="no_smoothing")
+            + (_lm_gather(z, y, e) - _lm_wrong(z, y, e, smooth="no_smoothing")).detach()
+        ),
     },
     refused={
         "lmcore_loss": (lambda z, y, e: causal_lm_loss(z, y, label_smoothing=e), "that is lmcore's loss"),
@@ -1015,6 +1043,8 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "eps_over_the_other_tokens": "how much of q sits on the target?",
         "target_weight_one": "what must q's weights add up to?",
         "eps_on_every_token": "each of the V tokens get?",
+        "smoothing_term_detached": "does a term stop its gradient?",
+        "value_of_one_gradient_of_another": "does a term stop its gradient?",
     },
 )
 

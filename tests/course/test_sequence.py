@@ -152,48 +152,69 @@ def _stub(*args):
     raise NotImplementedError
 
 
-def _flat_nll(z, y):
+def _flat_nll(z, y, k=1):
     V = z.shape[-1]
-    return F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), reduction="none").view(
-        y[:, 1:].shape
+    return F.cross_entropy(z[:, :-k].reshape(-1, V), y[:, k:].reshape(-1), reduction="none").view(
+        y[:, k:].shape
     )
 
 
 def test_check_per_position_nll_accepts_both_layouts_and_rejects_wrong_ones(capsys):
     assert sq.check_per_position_nll(_flat_nll)
     assert sq.check_per_position_nll(
-        lambda z, y: F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:], reduction="none")
+        lambda z, y, k: F.cross_entropy(z[:, :-k].transpose(1, 2), y[:, k:], reduction="none")
     )
     capsys.readouterr()
 
-    def viewed(z, y):  # RuntimeError: a slice is not contiguous
+    def viewed(z, y, k):  # RuntimeError: a slice is not contiguous
         V = z.shape[-1]
-        return F.cross_entropy(z[:, :-1].view(-1, V), y[:, 1:].reshape(-1), reduction="none").view(
-            y[:, 1:].shape
+        return F.cross_entropy(z[:, :-k].view(-1, V), y[:, k:].reshape(-1), reduction="none").view(
+            y[:, k:].shape
         )
 
-    def shifted_by_lmcore(z, y):
+    def shifted_by_lmcore(z, y, k):
         zs, ys = shift_for_next_token(z, y)
         return F.cross_entropy(zs.transpose(1, 2), ys, reduction="none")
 
     wrongs = [
-        lambda z, y: F.cross_entropy(z[:, :-1], y[:, 1:], reduction="none"),  # (N, L-1, V) as is
-        lambda z, y: F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), reduction="none").view(
+        lambda z, y, k: F.cross_entropy(z[:, :-k], y[:, k:], reduction="none"),  # (N, L-k, V) as is
+        lambda z, y, k: F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), reduction="none").view(
             y.shape
         ),
-        lambda z, y: _flat_nll(z, y).flatten(),  # not reshaped back
-        lambda z, y: F.cross_entropy(z[:, :-1].transpose(1, 2), y[:, 1:]),  # the mean
-        lambda z, y: -torch.log_softmax(z[:, :-1], 1).gather(-1, y[:, 1:].clamp(min=0)[..., None])[..., 0],
+        lambda z, y, k: _flat_nll(z, y, k).flatten(),  # not reshaped back
+        lambda z, y, k: _flat_nll(z, y),  # k ignored: always one token ahead
+        lambda z, y, k: F.cross_entropy(z[:, :-k].transpose(1, 2), y[:, k:]),  # the mean
+        lambda z, y, k: -torch.log_softmax(z[:, :-k], 1).gather(-1, y[:, k:].clamp(min=0)[..., None])[..., 0],
         viewed,
         shifted_by_lmcore,
-        lambda z, y: causal_lm_loss(z, y, reduction="none"),
+        lambda z, y, k: causal_lm_loss(z, y, reduction="none"),
         _stub,
     ]
     for wrong in wrongs:
         assert not sq.check_per_position_nll(wrong)
     out = capsys.readouterr().out
-    assert "L - 1 = V" in out and "view size is not compatible" in out and "not attempted yet" in out
+    assert "L - k = V" in out and "view size is not compatible" in out and "not attempted yet" in out
     assert "called lmcore.shift.shift_for_next_token" in out and "called lmcore.loss.causal_lm_loss" in out
+    assert "how many positions of a row have a token k places ahead" in out
+
+
+def test_the_per_position_reference_is_float64_cross_entropy_and_lmcores_loss_at_k_1():
+    from lmcore.course.sequence.exercises import _k_ahead_nll, _per_position_cases
+
+    cases = _per_position_cases()
+    assert {c.args[2] for c in cases} == {1, 2, 3}
+    assert any(c.args[0].shape[1] - c.args[2] == c.args[0].shape[2] for c in cases)  # L - k = V
+    for case in cases:
+        z, y, k = case.args
+        got = _k_ahead_nll(z, y, k).double()
+        N, L, V = z.shape
+        for n in range(N):  # a naive loop in float64
+            for t in range(L - k):
+                target = int(y[n, t + k])
+                want = 0.0 if target == -100 else float(-torch.log_softmax(z[n, t].double(), -1)[target])
+                assert abs(float(got[n, t]) - want) <= 1e-5 * max(1.0, abs(want))
+        if k == 1:
+            assert torch.equal(_k_ahead_nll(z, y, 1), causal_lm_loss(z, y, reduction="none"))
 
 
 def test_check_causal_lm_loss_refuses_a_builtin_loss_bound_before_the_check(capsys):

@@ -59,6 +59,11 @@ PASS, FAIL, TODO = "✓ pass", "✗ fail", "… not attempted yet"
 EPS32 = float(torch.finfo(torch.float32).eps)
 
 
+def _sentence(text: str) -> str:
+    """``text`` ended as a sentence: a full stop added unless it ends with one, a ? or a !."""
+    return text if text.rstrip().endswith((".", "?", "!")) else f"{text}."
+
+
 def float32_atol(*inputs, ulps: int = 8, floor: float = 1e-6) -> float:
     """An absolute tolerance for a value computed in float32 from ``inputs`` (tensors or
     arrays): ``ulps`` float32 spacings at their largest magnitude, and at least ``floor``."""
@@ -326,9 +331,12 @@ def check(
                 False,
             )
         if run.error is not None:
+            message = str(run.error)[:200]
+            # a check's own question (it ends with "?") is the whole diagnosis: no generic hint after it
+            more = "" if message.endswith("?") else hint_for(name, hint, fn=fn)
             return say_line(
                 f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(run.error).__name__}: {str(run.error)[:200]}.{hint_for(name, hint, fn=fn)}",
+                f"{type(run.error).__name__}: {_sentence(message)}{more}",
                 quiet,
                 False,
             )
@@ -420,7 +428,7 @@ def check_choices(
         )
     if run.error is not None:
         return say_line(
-            f"{FAIL} {name}: your function raised {type(run.error).__name__}: {str(run.error)[:200]}.",
+            f"{FAIL} {name}: your function raised {type(run.error).__name__}: {_sentence(str(run.error)[:200])}",
             False,
             False,
         )

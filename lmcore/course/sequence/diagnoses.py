@@ -17,6 +17,10 @@ from ...shift import IGNORE_INDEX
 __all__ = ["explain_per_position_nll", "explain_causal_lm_loss", "explain_loss_and_grad_norm"]
 
 
+# The keys of what 03 Exercise 2's check compares: the loss, and the gradient it sends to the logits.
+LOSS, GRADIENT = "the loss", "its gradient with respect to the logits"
+
+
 def _matches(got, candidate) -> bool:
     """``got`` equals ``candidate`` to float32 accuracy (same shape, finite where it is)."""
     got = torch.as_tensor(got).detach().double()
@@ -29,50 +33,61 @@ def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return nll  # cross_entropy gives 0 where the target is ignore_index (-100)
 
 
-def _pairings(logits, labels) -> dict[str, torch.Tensor]:
-    """The per-target NLL under the two wrong pairings of positions and tokens, as (N, L-1)."""
-    return {
-        "its own input token": _nll(logits[:, :-1], labels[:, :-1]),
-        "the token before it": _nll(logits[:, 1:], labels[:, :-1]),
+def _pairings(logits, labels, k: int = 1) -> dict[str, torch.Tensor]:
+    """The per-target NLL under the wrong pairings of positions and tokens, as (N, L-k): each
+    position scored on its own input token, on the token before it, or (k > 1) on the next one."""
+    L = logits.shape[1]
+    wrong = {
+        "its own input token": _nll(logits[:, : L - k], labels[:, : L - k]),
+        "the token before it": _nll(logits[:, k:], labels[:, : L - k]),
     }
+    if k > 1:
+        wrong["the very next token, one place ahead"] = _nll(logits[:, : L - k], labels[:, 1 : L - k + 1])
+    return wrong
 
 
-def _pairing_question(name: str) -> str:
+def _pairing_question(name: str, k: int | None = None) -> str:
+    ahead = "" if k is None else f", when it looks k = {k} tokens ahead"
     return (
         f"your values match scoring each position on {name}: the logits at position t are the "
-        "model's guess for which token?"
+        f"model's guess for which token{ahead}?"
     )
 
 
 def explain_per_position_nll(fn, case, expected, got) -> str:
-    """per_position_nll: a wrong shape, the positions read as classes, a wrong pairing, or an
-    ignored target that is not 0."""
-    logits, labels = case.args
+    """per_position_nll (k tokens ahead): a wrong shape, the positions read as classes, a wrong
+    pairing, or an ignored target that is not 0."""
+    logits, labels, k = case.args
     N, L, V = logits.shape
     got = torch.as_tensor(got).detach()
     if got.shape != expected.shape:
         if got.ndim == 0:
             return "your result is one number: the exercise asks for one loss per target. Which reduction keeps them apart?"
         if got.shape == (N, L):
-            return f"your result is (N, L) = {(N, L)}: does the last position of a row have a next token to be scored on?"
+            return f"your result is (N, L) = {(N, L)}: does the last position of a row have a token k places ahead to be scored on?"
+        if k > 1 and got.shape == (N, L - 1):
+            return (
+                f"your result is (N, L - 1) = {(N, L - 1)}, here where k = {k}: how many positions of a "
+                "row have a token k places ahead of them?"
+            )
         if got.numel() == expected.numel():
             return (
                 f"your result has one value per target but the shape {tuple(got.shape)}: which shape "
                 "keeps each row's targets in a row of their own?"
             )
         return ""
-    if L - 1 == V:
-        as_classes = F.cross_entropy(logits[:, :-1].double(), labels[:, 1:], reduction="none")
+    if L - k == V:
+        as_classes = F.cross_entropy(logits[:, : L - k].double(), labels[:, k:], reduction="none")
         if _matches(got, as_classes):
             return (
-                "your values are what F.cross_entropy gives when it reads the L - 1 positions as the "
-                "classes (here L - 1 = V, so nothing raised): on which dimension does it look for "
+                "your values are what F.cross_entropy gives when it reads the L - k positions as the "
+                "classes (here L - k = V, so nothing raised): on which dimension does it look for "
                 "the classes, and on which are yours?"
             )
-    for name, wrong in _pairings(logits, labels).items():
+    for name, wrong in _pairings(logits, labels, k).items():
         if _matches(got, wrong):
-            return _pairing_question(name)
-    ignored = labels[:, 1:] == IGNORE_INDEX
+            return _pairing_question(name, k)
+    ignored = labels[:, k:] == IGNORE_INDEX
     if bool((got.double()[ignored] != 0).any()):
         n, t = (int(v) for v in ignored.nonzero()[0])
         return f"row {n}, target {t} is ignored (-100) and your value there is not 0: what should an ignored target contribute?"
@@ -93,6 +108,14 @@ def explain_causal_lm_loss(fn, case, expected, got) -> str:
     wrong share of q (no smoothing, eps / (V - 1), the target's weight 1, eps per token), or a
     sum / mean over the wrong count."""
     logits, labels, eps = case.args
+    if isinstance(expected, dict):  # the value and the gradient: a right value leaves the gradient
+        got = got.get(LOSS) if isinstance(got, dict) else got
+        if got is not None and _matches(got, expected[LOSS].double()):
+            return (
+                "your loss's value is right, but the gradient it sends to the logits is not: does "
+                "every part of your loss stay on autograd's graph, or does a term stop its gradient?"
+            )
+        expected = expected[LOSS]
     got = torch.as_tensor(got).detach().double()
     if got.numel() == 1 and not bool(torch.isfinite(got).all()):
         return (

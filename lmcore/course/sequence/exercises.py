@@ -21,7 +21,13 @@ from ...shift import IGNORE_INDEX
 from ..checks import Case, check
 from ..checks.guard import available
 from ..toys import toy_gpt
-from .diagnoses import explain_causal_lm_loss, explain_loss_and_grad_norm, explain_per_position_nll
+from .diagnoses import (
+    GRADIENT,
+    LOSS,
+    explain_causal_lm_loss,
+    explain_loss_and_grad_norm,
+    explain_per_position_nll,
+)
 
 __all__ = [
     "builtin_losses_off",
@@ -94,28 +100,54 @@ def _ragged_large_case(seed: int = 11) -> Case:
     return Case((logits, labels), label="3 rows with 5, 2 and 0 valid targets, logits of +-150 (float32)")
 
 
+def _k_ahead_nll(logits: torch.Tensor, labels: torch.Tensor, k: int) -> torch.Tensor:
+    """The reference: the logits at position t scored against the label at t + k, (N, L-k), 0
+    where that label is -100; one F.cross_entropy over the flattened positions, in the logits'
+    dtype (k = 1: causal_lm_loss(..., reduction="none"))."""
+    N, L, V = logits.shape
+    nll = F.cross_entropy(logits[:, : L - k].reshape(-1, V), labels[:, k:].reshape(-1), reduction="none")
+    return nll.view(N, L - k)
+
+
+def _per_position_cases() -> list[Case]:
+    """(logits, labels, k): k = 1, 2 and 3, one case with L - k = V (where F.cross_entropy on
+    (N, L-k, V) runs and scores the positions as classes), and ragged rows with logits of +-150."""
+    cases = [
+        Case((*c.args, k), label=f"{c.label}, k = {k}")
+        for c, k in zip(
+            _random_cases(
+                3, with_ignored=True, shapes=((2, 6, 4), (1, 2, 3), (3, 9, 11), (2, 8, 7), (2, 5, 4))
+            ),
+            (2, 1, 3, 1, 1),
+        )
+    ]
+    cases[0].label = "logits (N, L, V) = (2, 6, 4), k = 2: L - k = V = 4"
+    ragged = _ragged_large_case()
+    cases.append(Case((*ragged.args, 1), label=f"{ragged.label}, k = 1"))
+    return cases
+
+
 def check_per_position_nll(fn, quiet: bool = False):
-    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s) -> (N, L-1)``: each target's NLL
-    (0 where ignored), against ``causal_lm_loss(..., reduction="none")``; one case has L - 1 = V,
-    where ``F.cross_entropy`` on (N, L-1, V) runs but scores the positions as classes."""
-    cases = _random_cases(3, with_ignored=True, shapes=((2, 5, 4), (1, 2, 3), (3, 9, 11), (2, 8, 7)))
-    cases[0].label = "logits (N, L, V) = (2, 5, 4): after the shift L - 1 = V = 4"
-    cases.append(_ragged_large_case())
+    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s, k) -> (N, L-k)``: the NLL of the
+    label k places after each position (0 where ignored), the head of a model that predicts k
+    tokens ahead (k = 1: ``causal_lm_loss(..., reduction="none")``); one case has L - k = V, where
+    ``F.cross_entropy`` on (N, L-k, V) runs but scores the positions as classes."""
     return check(
         "per_position_nll",
         fn,
-        lambda z, y: causal_lm_loss(z, y, reduction="none"),
-        cases,
+        _k_ahead_nll,
+        _per_position_cases(),
         forbid=_NO_LMCORE,
         quiet=quiet,
         atol=1e-5,
         explain=explain_per_position_nll,
         hint=(
-            "What shape must the result have, and which logits predict which label? Check which "
-            "shapes F.cross_entropy expects for its input and its target.",
-            "shift first; F.cross_entropy wants the classes (V) on dim 1, so flatten to (N*(L-1), V) "
-            "and reshape back (a slice is not contiguous: .view needs .contiguous(), .reshape does not), "
-            "or move V to dim 1; reduction='none'.",
+            "What shape must the result have, and which logits predict which label when the model "
+            "looks k tokens ahead? Check which shapes F.cross_entropy expects for its input and its target.",
+            "pair the logits at t with the label at t + k: drop the last k positions of the logits and "
+            "the first k labels; F.cross_entropy wants the classes (V) on dim 1, so flatten to "
+            "(N*(L-k), V) and reshape back (a slice is not contiguous: .view needs .contiguous(), "
+            ".reshape does not), or move V to dim 1; reduction='none'.",
         ),
     )
 
@@ -133,6 +165,15 @@ _BUILTIN_LOSS_NAMES = available(
 _SMOOTHING = (0.1, 0.0, 0.2, 0.1, 0.3)
 
 
+def _value_and_gradient(loss: torch.Tensor, logits: torch.Tensor) -> dict:
+    """What training uses of a loss: its value and the gradient it sends to the logits (a loss
+    whose smoothing term is detached has the right value and the wrong gradient)."""
+    if loss.numel() != 1:  # the value's own check names the shape; no gradient without a scalar
+        return {LOSS: loss.detach(), GRADIENT: None}
+    (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
+    return {LOSS: loss.detach(), GRADIENT: torch.zeros_like(logits) if grad is None else grad}
+
+
 def check_causal_lm_loss(fn, quiet: bool = False):
     """Grade ``fn(logits (N, L, V), labels (N, L) with -100s, eps) -> scalar``, the mean over the
     valid targets of the label-smoothed cross-entropy ``H(q, p)``,
@@ -140,7 +181,8 @@ def check_causal_lm_loss(fn, quiet: bool = False):
     ``causal_lm_loss(..., label_smoothing=eps)``, with the built-in losses switched off while
     ``fn`` runs (:func:`builtin_losses_off`). The cases have ignored targets (where a smoothing
     term scored at every position differs: pytorch/pytorch#73205), one has eps = 0, one ragged
-    rows and logits of +-150 in float32, where log(softmax(.)) gives inf."""
+    rows and logits of +-150 in float32, where log(softmax(.)) gives inf. The value and the
+    gradient it sends to the logits are both compared."""
 
     @functools.wraps(fn)  # the learner's name, for show_solution's pointer
     def by_hand(logits, labels, eps):
@@ -152,16 +194,21 @@ def check_causal_lm_loss(fn, quiet: bool = False):
                 "your loss is not connected to the logits by autograd (a number, or a tensor cut from "
                 "the graph): loss.backward() could not train the model. Which step leaves the graph?"
             )
-        return loss.detach()
+        return _value_and_gradient(loss, logits)
 
     cases = _random_cases(4, with_ignored=True) + [_ragged_large_case()]
     for case, eps in zip(cases, _SMOOTHING + (0.1,)):
         case.args = (*case.args, eps)
         case.label = f"{case.label}, eps = {eps}"
+
+    def reference(z, y, eps):
+        z = z.detach().requires_grad_(True)
+        return _value_and_gradient(causal_lm_loss(z, y, label_smoothing=eps), z)
+
     return check(
         "causal_lm_loss",
         by_hand,
-        lambda z, y, eps: causal_lm_loss(z, y, label_smoothing=eps),
+        reference,
         cases,
         quiet=quiet,
         atol=1e-5,
