@@ -32,8 +32,9 @@ doctor: $(STAMP)
 	$(BIN)/lmcore-course doctor
 
 # Every check of workspace/ run headlessly (nothing in it changes): a notebook x exercise table.
+# make progress LANG=zh: of workspace-zh/, against the Chinese edition.
 progress: $(STAMP)
-	$(BIN)/lmcore-course progress workspace
+	$(BIN)/lmcore-course progress $(if $(filter command line,$(origin LANG)),workspace-$(LANG) --instructor $(LANG)/notebooks,workspace)
 
 # nbval against the committed outputs; its options (current env, notebooks/sanitize.cfg, the cell
 # timeout) are the root conftest.py's, applied whenever nbval runs (also `pytest notebooks/03_*.ipynb`).

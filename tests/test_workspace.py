@@ -387,6 +387,18 @@ def test_make_lab_dry_run_from_the_makefile(tmp_path):
         )
         assert run.returncode == 0, run.stderr
         assert f"--ServerApp.root_dir={root} " in run.stdout, run.stdout
+    for args, command in (
+        (["LANG=zh"], "lmcore-course progress workspace-zh --instructor zh/notebooks"),
+        ([], "lmcore-course progress workspace"),
+    ):  # make progress the same way (-n: the command, not its run)
+        run = subprocess.run(
+            ["make", "-n", "progress", "-o", ".venv/.installed", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert run.stdout.strip().endswith(command), run.stdout
 
 
 def test_a_replace_refused_while_the_file_is_open_is_retried_where_windows_refuses_it(tmp_path, monkeypatch):
