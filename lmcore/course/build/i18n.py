@@ -154,7 +154,7 @@ _README_HEAD = {
     "zh": (
         "# lmcore · 因果语言模型如何把文本变成训练信号（中文版）",
         "这是课程 README 中面向学习者的部分的译文，由 `lmcore-course translate --lang zh` 从英文版生成；"
-        "其余部分（讲师、测试、结果、在你自己的代码里使用 lmcore……）只有英文，见仓库根目录的 README.md。",
+        "其余部分（教师、测试、结果、在你自己的代码里使用 lmcore……）只有英文，见仓库根目录的 README.md。",
     ),
 }
 README_OPENING = "opening"  # the block id of the README's opening paragraph (under its title)

@@ -59,6 +59,15 @@ PASS, FAIL, TODO = "✓ pass", "✗ fail", "… not attempted yet"
 EPS32 = float(torch.finfo(torch.float32).eps)
 
 
+def _raised_line(name: str, case, error: BaseException, hint: str) -> str:
+    """The failure line of a case on which the learner's function raised: the error, then
+    ``hint``, except after a check's own question (a message ending with "?"), which is the whole
+    diagnosis."""
+    message = str(error)[:200]
+    more = "" if message.endswith("?") else hint
+    return f"{FAIL} {name}: on input {case.describe()} your function raised {type(error).__name__}: {_sentence(message)}{more}"
+
+
 def _sentence(text: str) -> str:
     """``text`` ended as a sentence: a full stop added unless it ends with one, a ? or a !."""
     return text if text.rstrip().endswith((".", "?", "!")) else f"{text}."
@@ -331,15 +340,7 @@ def check(
                 False,
             )
         if run.error is not None:
-            message = str(run.error)[:200]
-            # a check's own question (it ends with "?") is the whole diagnosis: no generic hint after it
-            more = "" if message.endswith("?") else hint_for(name, hint, fn=fn)
-            return say_line(
-                f"{FAIL} {name}: on input {case.describe()} your function raised "
-                f"{type(run.error).__name__}: {_sentence(message)}{more}",
-                quiet,
-                False,
-            )
+            return say_line(_raised_line(name, case, run.error, hint_for(name, hint, fn=fn)), quiet, False)
         if free is not None and not judge:
             got = free(case.args, expected, got)
         why, question = _judged(case, expected, got, judge=judge, atol=atol, rtol=rtol)

@@ -103,19 +103,26 @@ def _smoothed(logp: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Ten
 
 
 def explain_causal_lm_loss(fn, case, expected, got) -> str:
-    """causal_lm_loss with label smoothing eps: an inf or nan, a wrong pairing, a softmax over
-    the wrong axis, the ignored targets scored (both parts of q, or the uniform part only), a
-    wrong share of q (no smoothing, eps / (V - 1), the target's weight 1, eps per token), or a
-    sum / mean over the wrong count."""
+    """causal_lm_loss with label smoothing eps, its value and its gradient compared: a right value
+    with a wrong gradient (a term cut from the graph), else what the value says
+    (:func:`_explain_loss_value`)."""
+    if not isinstance(expected, dict):
+        return _explain_loss_value(case, expected, got)
+    got = got.get(LOSS) if isinstance(got, dict) else got
+    if got is not None and _matches(got, expected[LOSS].double()):
+        return (
+            "your loss's value is right, but the gradient it sends to the logits is not: does "
+            "every part of your loss stay on autograd's graph, or does a term stop its gradient?"
+        )
+    return _explain_loss_value(case, expected[LOSS], got)
+
+
+def _explain_loss_value(case, expected, got) -> str:
+    """The value of a smoothed loss: an inf or nan, a wrong pairing, a softmax over the wrong
+    axis, the ignored targets scored (both parts of q, or the uniform part only), a wrong share of
+    q (no smoothing, eps / (V - 1), the target's weight 1, eps per token), or a sum / mean over the
+    wrong count."""
     logits, labels, eps = case.args
-    if isinstance(expected, dict):  # the value and the gradient: a right value leaves the gradient
-        got = got.get(LOSS) if isinstance(got, dict) else got
-        if got is not None and _matches(got, expected[LOSS].double()):
-            return (
-                "your loss's value is right, but the gradient it sends to the logits is not: does "
-                "every part of your loss stay on autograd's graph, or does a term stop its gradient?"
-            )
-        expected = expected[LOSS]
     got = torch.as_tensor(got).detach().double()
     if got.numel() == 1 and not bool(torch.isfinite(got).all()):
         return (

@@ -9,9 +9,12 @@ model is usually trained at a smaller rate).
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,9 +25,10 @@ from ...train.devices import cpu_threads
 from ..autograding import grading
 from ..style import COLORS, new_figure
 from ..toys import fit, toy_gpt
+from .reference import REFERENCE_DIR, REFERENCE_PRESET, SWEEP_CALLS, SWEEPS, _sweep_key, recorded_sweep
 from .run import eval_windows
 
-__all__ = ["lr_sweep", "plot_lr_sweep", "Ledger", "LEDGER"]
+__all__ = ["lr_sweep", "plot_lr_sweep", "Ledger", "LEDGER", "record_sweeps", "main"]
 
 _BLOCK, _BATCH, _WIDTH = 32, 8, 32
 
@@ -85,8 +89,6 @@ def lr_sweep(
         raise TypeError(f"recorded must be True, False or None; got {recorded!r}.")
     started = LEDGER.stamp()
     if grading() if recorded is None else recorded:
-        from .reference import recorded_sweep
-
         sweep = recorded_sweep(corpus, lrs, steps, seed, n_val, batch_size)
         if sweep is not None:
             LEDGER.finished.append(LEDGER.stamp())
@@ -138,3 +140,42 @@ def plot_lr_sweep(sweep: dict, *, smooth: int = 10, title: str = "One model, sev
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     return fig
+
+
+def record_sweeps(corpus, dest=REFERENCE_DIR, calls=SWEEP_CALLS) -> Path:
+    """Run notebook 08's sweeps (``reference.SWEEP_CALLS``, under a minute on two idle cores) and
+    write them to ``dest/sweeps.json``, which :func:`lr_sweep` reads under the autograder (``inf``
+    and ``nan`` as JSON's Python extensions Infinity and NaN)."""
+    entries = []
+    for call in calls:
+        sweep = lr_sweep(corpus, **call, recorded=False)
+        entries.append(
+            {
+                "key": _sweep_key(corpus, **call),
+                "curves": {repr(float(lr)): [float(v) for v in c] for lr, c in sweep["curves"].items()},
+                "val": {repr(float(lr)): float(v) for lr, v in sweep["val"].items()},
+                "ln_v": sweep["ln_v"],
+            }
+        )
+    path = Path(dest) / SWEEPS
+    path.write_text(json.dumps(entries) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv=None) -> int:
+    """``python -m lmcore.course.training.lr_sweep --record``: record notebook 08's sweeps."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ["--record"]:
+        sys.exit(
+            "usage: python -m lmcore.course.training.lr_sweep --record  (notebook 08's sweeps, for grading)"
+        )
+    from ...data import load_corpus
+    from ...train import PRESETS
+
+    path = record_sweeps(load_corpus(PRESETS[REFERENCE_PRESET].corpus))
+    print(f"wrote section 4's {len(SWEEP_CALLS)} sweeps into {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

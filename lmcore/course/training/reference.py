@@ -18,7 +18,7 @@ best (``small_slice.json``), so that grading skips those runs too; and section 4
 which :func:`lmcore.course.training.lr_sweep.lr_sweep` returns under the autograder when they were
 recorded for the same call on the same corpus (:func:`recorded_sweep`): grading judges the
 learner's prediction against the recorded sweep, as it judges everything else against the
-reference run. ``python -m lmcore.course.training.reference --sweeps`` records them anew.
+reference run. ``python -m lmcore.course.training.lr_sweep --record`` records them anew.
 
 ``python -m lmcore.course.training.reference notebooks/runs/08_training_run`` writes the folder
 from the run directory of an executed notebook 08 (``--short-runs-only``: only the two JSON
@@ -58,7 +58,6 @@ __all__ = [
     "write_reference_dynamics",
     "SWEEP_CALLS",
     "recorded_sweep",
-    "write_reference_sweeps",
 ]
 
 REFERENCE_DIR = Path(__file__).resolve().with_name("reference_run")
@@ -232,18 +231,12 @@ def main(argv=None) -> int:
     from ...data import load_corpus
 
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--sweeps"]:
-        from ...train import PRESETS
-
-        path = write_reference_sweeps(load_corpus(PRESETS[REFERENCE_PRESET].corpus))
-        print(f"wrote section 4's {len(SWEEP_CALLS)} sweeps into {path}")
-        return 0
     short_only = "--short-runs-only" in argv
     args = [a for a in argv if a != "--short-runs-only"]
     if len(args) != 1:
         sys.exit(
             "usage: python -m lmcore.course.training.reference RUN_DIR [--short-runs-only]  "
-            "(the run directory of an executed notebook 08, cpu preset), or --sweeps (section 4's sweeps)"
+            "(the run directory of an executed notebook 08, cpu preset)"
         )
     if not short_only:
         ck = load_checkpoint(Path(args[0]) / "checkpoint.pt")
@@ -280,27 +273,6 @@ def recorded_sweep(corpus, lrs, steps, seed, n_val, batch_size, source=REFERENCE
                 "ln_v": entry["ln_v"],
             }
     return None
-
-
-def write_reference_sweeps(corpus, dest=REFERENCE_DIR, calls=SWEEP_CALLS) -> Path:
-    """Run notebook 08's sweeps (:data:`SWEEP_CALLS`, a few minutes on a CPU) and write them to
-    ``dest/sweeps.json`` (``inf`` and ``nan`` as JSON's Python extensions Infinity and NaN)."""
-    from .lr_sweep import lr_sweep
-
-    entries = []
-    for call in calls:
-        sweep = lr_sweep(corpus, **call, recorded=False)
-        entries.append(
-            {
-                "key": _sweep_key(corpus, **call),
-                "curves": {repr(float(lr)): [float(v) for v in c] for lr, c in sweep["curves"].items()},
-                "val": {repr(float(lr)): float(v) for lr, v in sweep["val"].items()},
-                "ln_v": sweep["ln_v"],
-            }
-        )
-    path = Path(dest) / SWEEPS
-    path.write_text(json.dumps(entries) + "\n", encoding="utf-8")
-    return path
 
 
 if __name__ == "__main__":
