@@ -161,3 +161,21 @@ def test_the_readme_translates_the_learner_sections_and_names_a_changed_one(tmp_
     (problem,) = i18n.drift(src, "zh", tmp_path)
     assert (problem.notebook, problem.cell, problem.kind) == ("README.md", "troubleshooting", "stale")
     assert "+A new first line." in problem.detail
+
+
+def test_revised_blocks_take_the_english_as_it_is_now_and_nothing_else(tmp_path):
+    """The step after revising a stale translation: the block records the new English and its hash,
+    its translation is kept, the other blocks are untouched; a cell with no block is refused."""
+    nb = _fake_repo(tmp_path)
+    cell = _edit_markdown(nb, 1, "A changed sentence.")
+    (problem,) = [p for p in i18n.drift(nb, "zh", tmp_path) if p.cell == cell]
+    assert problem.kind == "stale"
+    before = {b.cell: b for b in i18n.load(nb, "zh", tmp_path)}
+    text = i18n.revised(nb, "zh", [cell], tmp_path)
+    after = {b.cell: b for b in i18n.parse(text, "zh")}
+    assert after[cell].text == before[cell].text and after[cell].en.endswith("A changed sentence.")
+    assert all(after[c] == before[c] for c in after if c != cell)
+    i18n.translations_path(nb, "zh", tmp_path).write_text(text, encoding="utf-8")
+    assert [p for p in i18n.drift(nb, "zh", tmp_path) if p.cell == cell] == []
+    with pytest.raises(ValueError, match="no-such-cell"):
+        i18n.revised(nb, "zh", ["no-such-cell"], tmp_path)

@@ -5,7 +5,7 @@
     lmcore-course student [DIR] [--no-solutions]
     lmcore-course grade SUBMISSIONS [--out DIR]
     lmcore-course doctor [--workspace DIR] [--device DEV]
-    lmcore-course translate [--lang zh] [--check] [--update] [NN_* ...]
+    lmcore-course translate [--lang zh] [--check] [--update] [--revised CELL ...] [NN_* ...]
 
 Each subcommand is the ``main`` of the module that does the work (:data:`COMMANDS`); the
 Makefile's ``lab``, ``progress``, ``student``, ``grade`` and ``doctor`` targets call this command,

@@ -19,12 +19,13 @@ diff of the English), every cell not translated yet, every translation of a cell
 exists, and a header whose hash does not match the English it holds. The tests fail on any of
 them, and on a committed notebook that differs from a fresh generation.
 
-    lmcore-course translate [--lang zh] [--check] [--update] [NN_* ...]
+    lmcore-course translate [--lang zh] [--check] [--update] [--revised CELL ...] [NN_* ...]
 
 writes the generated notebooks (refusing while anything drifts), ``--check`` only reports, and
 ``--update`` adds a block for each untranslated cell (the English filled in, the translation
 empty) without touching a translated one, stale or not: a stale block keeps the old English until
-a translator revises it, so that its diff stays visible.
+a translator revises it, so that its diff stays visible. ``--revised CELL`` (with one notebook
+pattern) is the step after that revision: the block records the English as it is now, and its hash.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "join_cjk_lines",
     "generate",
     "updated",
+    "revised",
     "main",
 ]
 
@@ -285,6 +287,23 @@ def generate(notebook: Path, lang: str, root: Path = REPO) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
+def revised(notebook: Path, lang: str, cells, root: Path = REPO) -> str:
+    """The translation file with the blocks of ``cells`` taking the English as it is now (its text
+    and hash): the step after their translations were revised to match it. Their translations
+    are kept as they are. Raises ValueError for a cell that has no block or no markdown."""
+    blocks = load(notebook, lang, root)
+    english = dict(_markdown(notebook))
+    known = {b.cell for b in blocks}
+    missing = [c for c in cells if c not in known or c not in english]
+    if missing:
+        raise ValueError(f"{Path(notebook).name}: no translated markdown cell {', '.join(missing)}")
+    for b in blocks:
+        if b.cell in cells:
+            b.en = english[b.cell].rstrip("\n")
+            b.sha = english_hash(b.en)
+    return render(blocks, lang, Path(notebook).stem)
+
+
 def updated(notebook: Path, lang: str, root: Path = REPO) -> str:
     """The translation file with a block for every markdown cell, in the notebook's order: the
     existing blocks kept as they are (stale ones too), an empty one for each untranslated cell,
@@ -318,7 +337,29 @@ def main(argv=None, prog: str | None = None) -> int:
         "--check", action="store_true", help="report drift and stale generated notebooks; write nothing"
     )
     parser.add_argument("--update", action="store_true", help="add an empty block for each untranslated cell")
+    parser.add_argument(
+        "--revised",
+        action="append",
+        metavar="CELL",
+        help="after revising this cell's translation to its new English: record that English and its hash "
+        "(repeatable; one notebook pattern, or README)",
+    )
     args = parser.parse_args(argv)
+    if args.revised:
+        try:
+            found = _notebooks(REPO, args.notebooks) if args.notebooks else []
+        except FileNotFoundError as err:
+            parser.error(str(err))
+        if len(found) != 1:
+            parser.error(
+                "--revised needs exactly one notebook pattern (or README) naming the cells' notebook"
+            )
+        try:
+            text = revised(found[0], args.lang, args.revised)
+        except ValueError as err:
+            parser.error(str(err))
+        translations_path(found[0], args.lang).write_text(text, encoding="utf-8", newline="\n")
+        print(f"{found[0].name}: {len(args.revised)} block(s) now carry their English as it is")
     failed = 0
     for nb in _notebooks(REPO, args.notebooks):
         if not args.update and not translations_path(nb, args.lang).is_file():
