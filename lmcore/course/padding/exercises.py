@@ -8,11 +8,10 @@ import math
 
 import torch
 
-from ...loss import causal_lm_loss
-from ...shift import IGNORE_INDEX, num_valid_targets
+from ...shift import IGNORE_INDEX
 from ..checks import Case, check, first_label_free
 from .lesson import example_batch
-from .perplexity import LookbackLM, long_text
+from .perplexity import LookbackLM, long_text, window_sums
 
 __all__ = [
     "eos_padded_labels",
@@ -142,28 +141,6 @@ def _window_case(run, n_tokens: int, seed: int, block_size: int, stride: int):
     return run(LookbackLM(block_size=block_size), long_text(n_tokens, seed=seed), block_size, stride)
 
 
-def _windows_scored(model, ids, block_size: int, step: int, *, masked=True, cut=0, stop=None):
-    """(summed NLL, targets) of each window of a loop like the reference's, with one thing
-    changed: windows every ``step``, no -100 on what an earlier window scored (``masked``), that
-    mask ``cut`` positions too long (+1) or short (-1), or no window starting at ``stop`` or
-    later (the text's end then never reached). float64; a window with no target adds (0, 0)."""
-    out, done = [], 0
-    for begin in range(0, len(ids) if stop is None else max(0, stop), step):
-        end = min(begin + block_size, len(ids))
-        window = ids[begin:end][None]
-        labels = window.clone()
-        if masked:
-            labels[:, : max(0, done - begin + cut)] = IGNORE_INDEX
-        count = num_valid_targets(labels)
-        with torch.no_grad():
-            total = float(causal_lm_loss(model(window), labels, reduction="sum")) if count else 0.0
-        out.append((total, count))
-        done = end
-        if end == len(ids):
-            break
-    return out
-
-
 def _token_weighted(parts) -> float:
     count = sum(c for _, c in parts)
     return math.exp(sum(s for s, _ in parts) / count) if count else math.nan
@@ -192,19 +169,19 @@ def _window_mistakes(model, ids, block_size: int, stride: int) -> list[tuple[flo
     the tail dropped (a window only where a whole block fits: two ways to write the range), and
     the mask one position off either way."""
     T, ask = len(ids), _WINDOW_QUESTIONS
-    right = _windows_scored(model, ids, block_size, stride)
+    right = window_sums(model, ids, block_size, stride)
     means = [s / c for s, c in right if c]
     out = [
-        (_token_weighted(_windows_scored(model, ids, block_size, block_size)), ask["blocks"]),
-        (_token_weighted(_windows_scored(model, ids, block_size, stride, masked=False)), ask["every window"]),
+        (_token_weighted(window_sums(model, ids, block_size, block_size)), ask["blocks"]),
+        (_token_weighted(window_sums(model, ids, block_size, stride, masked=False)), ask["every window"]),
         (math.exp(sum(means) / len(means)), ask["window means"]),
         (sum(math.exp(m) for m in means) / len(means), ask["window means"]),
         (math.log(_token_weighted(right)), ask["no exp"]),
-        (_token_weighted(_windows_scored(model, ids, block_size, stride, cut=1)), ask["one too many"]),
-        (_token_weighted(_windows_scored(model, ids, block_size, stride, cut=-1)), ask["one too few"]),
+        (_token_weighted(window_sums(model, ids, block_size, stride, cut=1)), ask["one too many"]),
+        (_token_weighted(window_sums(model, ids, block_size, stride, cut=-1)), ask["one too few"]),
     ]
     for stop in (T - block_size + 1, T - block_size):  # range(0, stop, stride): the last start < stop
-        out.append((_token_weighted(_windows_scored(model, ids, block_size, stride, stop=stop)), ask["tail"]))
+        out.append((_token_weighted(window_sums(model, ids, block_size, stride, stop=stop)), ask["tail"]))
     return [(v, q) for v, q in out if math.isfinite(v)]
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "BATCH_SIZES",
     "LookbackLM",
     "long_text",
+    "window_sums",
     "sliding_window_perplexity",
 ]
 
@@ -143,23 +144,36 @@ def _check_window_args(ids, block_size, stride):
         )
 
 
+def window_sums(model, ids, block_size: int, step: int, *, masked=True, cut=0, stop=None) -> list:
+    """(summed NLL, targets) of each window of a sliding window over the 1-D text ``ids``: windows
+    start at 0, ``step``, 2·``step``, ... (each ``block_size`` long, shorter at the end) and each
+    scores only the tokens no earlier window scored (the others are -100). The checker of notebook
+    05's Exercise 2 rebuilds its mistakes with one thing changed: no such mask (``masked=False``),
+    the mask ``cut`` positions too long (+1) or short (-1), or no window starting at ``stop`` or
+    later (the text's end then never reached). A window with no target adds (0.0, 0)."""
+    out, scored_up_to = [], 0
+    for begin in range(0, len(ids) if stop is None else max(0, stop), step):
+        end = min(begin + block_size, len(ids))
+        window = ids[begin:end][None]
+        labels = window.clone()
+        if masked:  # already scored by an earlier window
+            labels[:, : max(0, scored_up_to - begin + cut)] = IGNORE_INDEX
+        count = num_valid_targets(labels)
+        with torch.no_grad():
+            total = float(causal_lm_loss(model(window), labels, reduction="sum")) if count else 0.0
+        out.append((total, count))
+        scored_up_to = end
+        if end == len(ids):
+            break
+    return out
+
+
 def sliding_window_perplexity(model, ids: torch.Tensor, block_size: int, stride: int) -> float:
     """Perplexity of the 1-D text ``ids`` under ``model`` (ids (N, L) -> logits (N, L, V)), whose
     context holds at most ``block_size`` tokens. Windows start at 0, stride, 2·stride, ... (each
     ``block_size`` long, shorter at the end); each window scores only the tokens no earlier window
     scored (the others are -100), so each token after the first is scored once, with the longest
-    context the windows give it. Token-weighted: exp(ΣNLL / Σtargets)."""
+    context the windows give it (:func:`window_sums`). Token-weighted: exp(ΣNLL / Σtargets)."""
     _check_window_args(ids, block_size, stride)
-    total, count, scored_up_to = 0.0, 0, 0
-    for begin in range(0, len(ids), stride):
-        end = min(begin + block_size, len(ids))
-        window = ids[begin:end][None]
-        labels = window.clone()
-        labels[:, : max(0, scored_up_to - begin)] = IGNORE_INDEX  # already scored by an earlier window
-        with torch.no_grad():
-            total += float(causal_lm_loss(model(window), labels, reduction="sum"))
-        count += num_valid_targets(labels)
-        scored_up_to = end
-        if end == len(ids):
-            break
-    return math.exp(total / count)
+    parts = window_sums(model, ids, block_size, stride)
+    return math.exp(sum(total for total, _ in parts) / sum(count for _, count in parts))
