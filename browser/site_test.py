@@ -245,12 +245,12 @@ def _check_switch(page, url: str, prefix: str, name: str, expected: dict) -> lis
     """The language switch: a link to this page in every other edition that has it."""
     targets = sorted(a.get_attribute("href") or "" for a in page.locator("a.lmcore-lang").all())
     want = sorted(
-        other
+        (other, name)
         for other, stems in expected.items()
         if other != prefix and (name == "index.html" or Path(name).stem in stems)
     )
     base = url[: len(url) - len(prefix + name)]
-    got = sorted(_page(base, urljoin(url, href))[0] for href in targets)
+    got = sorted(_page(base, urljoin(url, href)) for href in targets)  # (edition, page): the same page
     if got != want:
         return [f"language switch: links to {got or 'no edition'}, want {want}"]
     return []
