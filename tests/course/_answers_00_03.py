@@ -469,92 +469,109 @@ ANSWERS["my_ce_grad"] = Answers(
 # ---------------------------------------------------------------- 02: a finite-difference gradient
 
 
-def _fd_central(eps, relative=False):
-    def estimate(f, z):
-        g = np.zeros(len(z))
-        for i in range(len(z)):
-            h = eps * max(1.0, abs(z[i])) if relative else eps
-            up, down = z.copy(), z.copy()
-            up[i] += h
-            down[i] -= h
-            g[i] = (f(up) - f(down)) / (up[i] - down[i])
-        return g
-
-    return estimate
-
-
-def _fd_float32_result(f, z):  # float64 differences, kept in a float32 array
-    g = np.zeros(len(z), dtype=np.float32)
-    for i, e in enumerate(np.eye(len(z))):
-        g[i] = (f(z + 1e-6 * e) - f(z - 1e-6 * e)) / 2e-6
-    return g
-
-
-def _fd_five_point(f, z):  # another stencil: error ~ h^4
-    h, g = 1e-3, np.zeros(len(z))
-    for i, e in enumerate(np.eye(len(z))):
-        g[i] = (-f(z + 2 * h * e) + 8 * f(z + h * e) - 8 * f(z - h * e) + f(z - 2 * h * e)) / (12 * h)
-    return g
-
-
-def _fd_richardson(f, z):  # two central differences, extrapolated
-    a, b = _fd_central(1e-3)(f, z), _fd_central(5e-4)(f, z)
-    return (4 * b - a) / 3
-
-
-_fd_wrapped = functools.wraps(_fd_five_point)(lambda f, z: _fd_central(1e-5)(f, z))
-
-
-def _fd_forward(eps):
-    def estimate(f, z):
-        return np.array([(f(z + eps * e) - f(z)) / eps for e in np.eye(len(z))])
-
-    return estimate
-
-
-def _fd_all_at_once(f, z):  # nudges every coordinate together: a directional derivative
-    return np.full(len(z), (f(z + 1e-5) - f(z - 1e-5)) / 2e-5)
-
-
-def _fd_in_place(f, z):
+def _fd_central(f, z, eps):
     g = np.zeros(len(z))
     for i in range(len(z)):
-        z[i] += 1e-5
-        up = f(z)
-        z[i] -= 2e-5
-        down = f(z)
-        z[i] += 1e-5
-        g[i] = (up - down) / 2e-5
+        up, down = z.copy(), z.copy()
+        up[i] += eps
+        down[i] -= eps
+        g[i] = (f(up) - f(down)) / (up[i] - down[i])
     return g
+
+
+def _fd_float32_result(f, z, eps):  # float64 differences, kept in a float32 array
+    g = np.zeros(len(z), dtype=np.float32)
+    for i, e in enumerate(np.eye(len(z))):
+        g[i] = (f(z + eps * e) - f(z - eps * e)) / (2 * eps)
+    return g
+
+
+def _fd_five_point(f, z, eps):  # another stencil: error ~ eps^4
+    g = np.zeros(len(z))
+    for i, e in enumerate(np.eye(len(z)) * eps):
+        g[i] = (-f(z + 2 * e) + 8 * f(z + e) - 8 * f(z - e) + f(z - 2 * e)) / (12 * eps)
+    return g
+
+
+def _fd_richardson(f, z, eps):  # two forward differences, extrapolated: second order too
+    return 2 * _fd_forward(f, z, eps / 2) - _fd_forward(f, z, eps)
+
+
+_fd_wrapped = functools.wraps(_fd_five_point)(lambda f, z, eps: _fd_central(f, z, eps))
+
+
+def _fd_forward(f, z, eps):
+    return np.array([(f(z + eps * e) - f(z)) / eps for e in np.eye(len(z))])
+
+
+def _fd_backward(f, z, eps):
+    return np.array([(f(z) - f(z - eps * e)) / eps for e in np.eye(len(z))])
+
+
+def _fd_relative_step(f, z, eps):  # the textbook's step eps * max(1, |z_i|): not the eps given
+    g = np.zeros(len(z))
+    for i in range(len(z)):
+        up, down = z.copy(), z.copy()
+        up[i] += eps * max(1.0, abs(z[i]))
+        down[i] -= eps * max(1.0, abs(z[i]))
+        g[i] = (f(up) - f(down)) / (up[i] - down[i])
+    return g
+
+
+def _fd_all_at_once(f, z, eps):  # nudges every coordinate together: a directional derivative
+    return np.full(len(z), (f(z + eps) - f(z - eps)) / (2 * eps))
+
+
+def _fd_in_place(f, z, eps):
+    g = np.zeros(len(z))
+    for i in range(len(z)):
+        z[i] += eps
+        up = f(z)
+        z[i] -= 2 * eps
+        down = f(z)
+        z[i] += eps
+        g[i] = (up - down) / (2 * eps)
+    return g
+
+
+def _fd_looked_up(f, z, eps):  # the check's f wraps a function of its table: find it, use its gradient
+    inside = [cell.cell_contents for cell in f.__closure__ or ()]
+    return next(dg for g, dg, _ in grad_lesson._FUNCTIONS.values() if any(g is c for c in inside))(z)
 
 
 ANSWERS["numerical_gradient"] = Answers(
     check=grad_lesson.check_finite_difference,
     right={
-        "central_1e-6": _fd_central(1e-6),
+        "central": _fd_central,
         "float32_result": _fd_float32_result,
-        "relative_step": _fd_central(1e-5, relative=True),
         "five_point": _fd_five_point,
-        "richardson": _fd_richardson,
+        "richardson_of_forward": _fd_richardson,
         "wrapped": _fd_wrapped,
     },
     wrong={
-        "forward_1e-5": _fd_forward(1e-5),
-        "central_eps_1e-2": _fd_central(1e-2),
-        "central_eps_1e-13": _fd_central(1e-13),
-        "divides_by_eps": lambda f, z: 2 * _fd_central(1e-5)(f, z),
+        "forward": _fd_forward,
+        "backward": _fd_backward,
+        "forward_at_1e-8_ignoring_eps": lambda f, z, eps: _fd_forward(f, z, 1e-8),
+        "central_at_1e-5_ignoring_eps": lambda f, z, eps: _fd_central(f, z, 1e-5),
+        "relative_step": _fd_relative_step,
+        "divides_by_eps": lambda f, z, eps: 2 * _fd_central(f, z, eps),
         "all_coordinates_at_once": _fd_all_at_once,
         "nudges_z_in_place": _fd_in_place,
     },
     refused={
         "course_numerical_grad": (
-            lambda f, z: grad_lesson.numerical_grad(f, z),
+            lambda f, z, eps: grad_lesson.numerical_grad(f, z, eps),
             "that is the reference this exercise replaces",
         ),
-        "exact_gradient_table": (
-            lambda f, z: next(dg for g, dg in grad_lesson._FUNCTIONS.values() if g is f)(z),
-            "that is the reference this exercise replaces",
-        ),
+        "exact_gradient_table": (_fd_looked_up, "that is the reference this exercise replaces"),
+    },
+    first_hints={
+        "forward": "as the one-sided difference is",
+        "backward": "as the one-sided difference (f(z) - f(z - eps e_i)) / eps is",
+        "forward_at_1e-8_ignoring_eps": "does it step by the eps it is given?",
+        "central_at_1e-5_ignoring_eps": "does it step by the eps it is given?",
+        "relative_step": "larger than eps where |z_i| > 1",
+        "divides_by_eps": "over what distance does your difference quotient step?",
     },
 )
 
@@ -1171,7 +1188,7 @@ ANSWERS["my_loss_and_grad_norm"] = Answers(
     first_hints={
         "stale_gradients": "a .grad that already holds something",
         "ignores_reduction": "what does reduction='sum' ask",
-        "sum_of_norms": "one vector made of every gradient entry",
+        "sum_of_norms": "split into two parameter tensors",
         "norm_of_the_weights": "the length of the model's weights",
     },
 )

@@ -86,6 +86,7 @@ ANSWERS["first_loss_from_logits"] = Answers(
     check=an.check_predict_from_logits,
     right={
         "float32_centred": _fl_float32,
+        "float32_exact": lambda logits: float((torch.logsumexp(logits, -1) - logits.mean(-1)).mean()),
         "exact_mean_loss": _fl_exact,
         "log_softmax_every_target": _fl_log_softmax_all_targets,
         "numpy_rows_fsum": _fl_numpy_rows,
@@ -99,6 +100,10 @@ ANSWERS["first_loss_from_logits"] = Answers(
         "vocab_from_dim_1": _fl_with(lambda z: _row_var(z) / 2, vocab_dim=1),
         "spread_over_positions": _fl_with(lambda z: float(z.var(dim=-2, unbiased=False).mean()) / 2),
         "ln_v_only": _fl_with(lambda z: 0.0),
+        "logsumexp_alone": lambda logits: float(torch.logsumexp(logits.double(), -1).mean()),
+        "target_is_the_top_logit": lambda logits: float(
+            (torch.logsumexp(logits.double(), -1) - logits.double().amax(-1)).mean()
+        ),
         "summed_over_positions": _fl_with(lambda z: float(z.var(dim=-1, unbiased=False).sum()) / 2),
         "uncentred_mean_square": _fl_with(lambda z: float(z.pow(2).mean()) / 2),
         "std_averaged_then_squared": _fl_with(
@@ -113,7 +118,9 @@ ANSWERS["first_loss_from_logits"] = Answers(
         ),
     },
     first_hints={
-        "ln_v_only": "What does their spread add",
+        "ln_v_only": "raise the mean loss of a random target, or lower it",
+        "logsumexp_alone": "what does z_y come to, on average",
+        "target_is_the_top_logit": "how often is a uniformly random target the top token",
         "bits": "bits or in nats",
         "no_half": "what factor",
         "sigma_not_squared": "which power",

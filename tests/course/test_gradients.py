@@ -190,8 +190,11 @@ def test_ce_grad_checker_rejects_the_reference_and_autograd(cheat, capsys):
     assert "your function called" in capsys.readouterr().out
 
 
-def _fd(eps, central=True, halve=True):
-    def estimate(f, z):
+def _fd(central=True, halve=True, fixed=None):
+    """A difference quotient at the caller's eps (or at ``fixed``, ignoring it)."""
+
+    def estimate(f, z, eps):
+        eps = fixed or eps
         z = np.asarray(z, dtype=np.float64)
         g = np.empty_like(z)
         for i in range(z.size):
@@ -205,48 +208,65 @@ def _fd(eps, central=True, halve=True):
     return estimate
 
 
-def _relative_step(f, z):  # the textbook's step, relative to |z_i| (review 00-05: rejected before)
+def _relative_step(f, z, eps):  # the textbook's step, relative to |z_i|: larger than the eps given
     z, g = np.asarray(z, dtype=np.float64), []
     for i in range(z.size):
-        h, e = 1e-5 * max(1.0, abs(z[i])), np.zeros_like(z)
+        h, e = eps * max(1.0, abs(z[i])), np.zeros_like(z)
         e[i] = h
         g.append((f(z + e) - f(z - e)) / (2 * h))
     return np.array(g)
 
 
-def _richardson(f, z):  # another algorithm: two central differences extrapolated
-    return (4 * _fd(5e-4)(f, z) - _fd(1e-3)(f, z)) / 3
+def _richardson(f, z, eps):  # another algorithm: two central differences extrapolated
+    return (4 * _fd()(f, z, eps / 2) - _fd()(f, z, eps)) / 3
+
+
+def _five_point(f, z, eps):  # another stencil: error ~ eps^4
+    g = np.zeros(len(z))
+    for i, e in enumerate(np.eye(len(z)) * eps):
+        g[i] = (-f(z + 2 * e) + 8 * f(z + e) - 8 * f(z - e) + f(z - 2 * e)) / (12 * eps)
+    return g
 
 
 def test_finite_difference_checker(capsys):
-    assert G.check_finite_difference(_fd(1e-5))
-    assert G.check_finite_difference(_fd(1e-6))
-    assert G.check_finite_difference(_relative_step)
+    assert G.check_finite_difference(_fd())
     assert G.check_finite_difference(_richardson)
-    assert G.check_finite_difference(functools.wraps(_fd(1e-5))(lambda f, z: _fd(1e-5)(f, z)))
+    assert G.check_finite_difference(_five_point)
+    assert G.check_finite_difference(functools.wraps(_fd())(lambda f, z, eps: _fd()(f, z, eps)))
     wrongs = [
-        _fd(1e-5, central=False),  # forward difference
-        _fd(1e-7, central=False),  # forward, tiny eps: still off on the curved function
-        _fd(1e-1),  # central with a huge eps
-        _fd(1e-12),  # rounding error dominates
-        _fd(1e-5, halve=False),  # forgot the 2 in 2 eps
-        _fd(1e-2),  # central, eps 1e-2: right at |z| = 1000 only
+        _fd(central=False),  # forward difference: its error falls only like eps
+        _fd(central=False, fixed=1e-8),  # forward, at the textbook's tiny step: accurate, ignores eps
+        _fd(fixed=1e-5),  # central, ignoring the caller's eps
+        _fd(halve=False),  # forgot the 2 in 2 eps
+        _relative_step,  # steps eps * |z_i|, not eps
     ]
     assert not any(G.check_finite_difference(w) for w in wrongs)
     out = capsys.readouterr().out
-    assert out.count("fail") == 6 and out.count("pass") == 5
+    assert out.count("fail") == 5 and out.count("pass") == 4
+
+
+def test_finite_difference_checker_tells_the_order_of_the_error():
+    """The tolerance is a second-order estimate's: at every step the check uses, a central
+    difference is inside it with room to spare, and a forward difference is far outside it."""
+    for case in G._fd_cases():
+        key, z, eps = case.args
+        exact, allowed = G._FUNCTIONS[key][1](z), G._fd_allowed(key, eps)
+        central = np.abs(_fd()(G._FUNCTIONS[key][0], z, eps) - exact).max()
+        forward = np.abs(_fd(central=False)(G._FUNCTIONS[key][0], z, eps) - exact).max()
+        assert central < allowed / 1.5, case.describe()
+        assert forward > 3 * allowed, case.describe()
 
 
 def test_finite_difference_checker_flags_in_place_nudging(capsys):
-    def nudges_input(f, z):  # z[i] += eps; z[i] -= eps does not always restore z exactly
+    def nudges_input(f, z, eps):  # z[i] += eps; z[i] -= eps does not always restore z exactly
         g = np.empty_like(z)
         for i in range(z.size):
             old = z[i]
-            z[i] = old + 0.1
+            z[i] = old + eps
             hi = f(z)
-            z[i] = old - 0.1
+            z[i] = old - eps
             lo = f(z)
-            g[i] = (hi - lo) / 0.2
+            g[i] = (hi - lo) / (2 * eps)
         return g
 
     assert not G.check_finite_difference(nudges_input)
@@ -255,23 +275,24 @@ def test_finite_difference_checker_flags_in_place_nudging(capsys):
 def test_finite_difference_checker_refuses_its_table_of_exact_gradients(capsys):
     """Review 00-05: the exact-gradient table answered the check by looking f up."""
 
-    def look_up(f, z):
-        return next(grad for fn, grad in G._FUNCTIONS.values() if fn is f)(z)
+    def look_up(f, z, eps):
+        return next(grad for fn, grad, _ in G._FUNCTIONS.values() if fn is f)(z)
 
     assert not G.check_finite_difference(look_up)
-    assert "your function called lmcore.course.gradients.lesson._grad_" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fail" in out
 
 
 def test_finite_difference_checker_rejects_the_course_function(capsys):
-    assert not G.check_finite_difference(lambda f, z: G.numerical_grad(f, z))
+    assert not G.check_finite_difference(lambda f, z, eps: G.numerical_grad(f, z, eps))
     assert "your function called lmcore.course.gradients.lesson.numerical_grad" in capsys.readouterr().out
 
 
-def test_finite_difference_failure_says_by_how_much(capsys):
-    assert not G.check_finite_difference(_fd(1e-5, central=False))
+def test_finite_difference_failure_says_by_how_much_and_why(capsys):
+    assert not G.check_finite_difference(_fd(central=False))
     out = capsys.readouterr().out
-    assert "max |Δ| = " in out and "allowed 1e-06" in out and len(out.splitlines()) == 1
-    assert "f = sum(sin(z))" in out  # the first case it fails
+    assert "max |Δ| = 0.011" in out and "allowed 0.00033" in out and len(out.splitlines()) == 1
+    assert "eps=0.1" in out and "as the one-sided difference is" in out
 
 
 # ---------------------------------------------------------------- label smoothing

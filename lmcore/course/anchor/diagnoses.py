@@ -1,6 +1,7 @@
 """What a wrong answer to notebook 04's Exercise 1 did, as a question.
 
-One nudge cannot fit every mistake: a prediction of ln V alone, a log in base 2, a spread that is
+One nudge cannot fit every mistake: logsumexp without the target's logit, the largest logit taken
+for the target's, a prediction of ln V alone, a log in base 2, a spread that is
 not squared or not halved, V read from the wrong dimension, a spread measured across positions,
 over the whole tensor or around 0, or summed over positions each break a different property. The
 explanation rebuilds each of them in float64 on the case that failed and asks about the one the
@@ -13,6 +14,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from ..checks import only_match
 
 __all__ = ["explain_first_loss"]
 
@@ -30,11 +33,22 @@ def _mistakes(z: torch.Tensor) -> list[tuple[float, str]]:
         "as spread: does adding one constant to every logit of a position change what softmax "
         "gives, or the loss?"
     )
+    lse = torch.logsumexp(z, dim=-1)
     return [
+        (
+            float(lse.mean()),
+            "your prediction is the mean of logsumexp(z) alone, and the loss of a target y is "
+            "logsumexp(z) - z_y: what does z_y come to, on average, when y is a uniformly random token?",
+        ),
+        (
+            float((lse - z.amax(dim=-1)).mean()),
+            "your prediction scores every target as its position's largest logit: how often is a "
+            "uniformly random target the top token?",
+        ),
         (
             math.log(V),
             "your prediction is ln V, the loss of logits that are all equal: these logits are not. "
-            "What does their spread add to the loss, by section 3's law?",
+            "Does a spread in a position's logits raise the mean loss of a random target, or lower it?",
         ),
         (
             math.log2(V) + var / 2,
@@ -42,12 +56,12 @@ def _mistakes(z: torch.Tensor) -> list[tuple[float, str]]:
         ),
         (
             math.log(V) + var,
-            "your excess over ln V is twice the law's: what factor does section 3 put in front of sigma^2?",
+            "your excess over ln V is twice the expected excess: what factor belongs in front of sigma^2?",
         ),
         (
             math.log(V) + math.sqrt(var) / 2,
-            "your excess over ln V grows like sigma, not like sigma^2: which power of the spread "
-            "does section 3's law add?",
+            "your excess over ln V grows like sigma, not like sigma^2: which power of a small spread "
+            "does the loss add?",
         ),
         (
             math.log(z.shape[1]) + var / 2,
@@ -83,4 +97,4 @@ def explain_first_loss(fn, case, expected, got) -> str:
     except (TypeError, ValueError):
         return ""
     named = {question for candidate, question in _mistakes(z) if abs(value - candidate) < 5e-4}
-    return named.pop() if len(named) == 1 else ""
+    return only_match(named)

@@ -233,11 +233,13 @@ def check_predict_from_logits(fn, quiet: bool = False) -> bool:
         rtol=0,
         explain=explain_first_loss,
         hint=(
-            "Your prediction is off the law's value: which spread of these logits does softmax "
-            "see, over which of their dimensions, and does a constant added to one position's "
-            "logits change it?",
-            "V is the LAST dimension; the loss is ln V (natural log) plus sigma^2/2, "
-            "and sigma is the spread of each position's logits around that "
-            "position's own mean (softmax ignores a constant added to a row).",
+            "Your prediction is off the mean loss these logits get on random targets: what is the "
+            "loss of one target y, which parts of it depend on y, and what do they average to over "
+            "a uniformly random y? Does a constant added to one position's logits change it?",
+            "V is the LAST dimension. The loss of a target y is logsumexp(z) - z_y, and a uniformly "
+            "random y averages z_y to the position's mean logit: the exact prediction is the mean "
+            "over positions of logsumexp(z) - mean(z). Section 3's law approximates it by ln V "
+            "(natural log) + sigma^2/2, with sigma the spread of each position's logits around "
+            "that position's own mean.",
         ),
     )

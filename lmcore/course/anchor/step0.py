@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ..._validate import require_int_scalar
 from ...loss import causal_lm_loss
 from ...train.devices import cpu_threads
-from ..checks import Case, check
+from ..checks import Case, check, only_match
 from ..toys import fit, forward_without_causal_mask, toy_gpt
 from .lesson import predict_from_logits
 
@@ -282,7 +282,7 @@ def _explain_repeats(fn, case, expected, got) -> str:
         for value, tol, question in _repeat_mistakes(z, ids, q, g)
         if abs(g - value) < tol and abs(e - value) >= tol
     }
-    return named.pop() if len(named) == 1 else ""
+    return only_match(named)
 
 
 def check_predict_with_repeats(fn, quiet: bool = False):

@@ -43,6 +43,7 @@ __all__ = [
     "LearnerRun",
     "say_line",
     "hint_for",
+    "only_match",
     "PASS",
     "FAIL",
     "TODO",
@@ -71,6 +72,13 @@ def _raised_line(name: str, case, error: BaseException, hint: str) -> str:
 def _sentence(text: str) -> str:
     """``text`` ended as a sentence: a full stop added unless it ends with one, a ? or a !."""
     return text if text.rstrip().endswith((".", "?", "!")) else f"{text}."
+
+
+def only_match(named) -> str:
+    """The one question in ``named`` (the mistakes a wrong answer matches), or ``""`` when none or
+    several match: an explanation names a mistake only when it can tell which one was made."""
+    named = set(named)
+    return named.pop() if len(named) == 1 else ""
 
 
 def float32_atol(*inputs, ulps: int = 8, floor: float = 1e-6) -> float:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from ... import handcalc
 from ..._validate import require_int_scalar, require_real
-from ..checks import Case, check, float32_atol, random_logit_cases
+from ..checks import Case, check, compare, float32_atol, only_match, random_logit_cases
 from ..checks.guard import AUTOGRAD
 from ..checks.report import ratio_of
 
@@ -196,51 +196,140 @@ def _grad_quadratic(z):
     return 1000.0 * (z - 1.0)
 
 
-# name -> (function of the logits, its exact gradient). The exact gradients are the check's
-# reference: reading them from this table is refused like any other reference call.
+# name -> (function of the logits, its exact gradient, a bound on |d^3 f / dz_i^3|). The exact
+# gradients are the check's reference: reading them from this table is refused like any other
+# reference call. The third derivative of logsumexp along one coordinate is p (1 - p) (1 - 2 p),
+# at most 1 / (6 sqrt 3) < 0.1, and so is nll's (they differ by a linear term).
 _FUNCTIONS = {
-    "nll(z, y=1)": (lambda z: handcalc.nll(z, 1), _grad_nll),
-    "logsumexp(z)": (handcalc.logsumexp, _grad_logsumexp),
-    "sum(sin(z))": (lambda z: float(np.sin(z).sum()), _grad_sum_sin),
-    "500 * sum((z - 1)**2)": (lambda z: float(500.0 * ((z - 1.0) ** 2).sum()), _grad_quadratic),
+    "nll(z, y=1)": (lambda z: handcalc.nll(z, 1), _grad_nll, 0.1),
+    "logsumexp(z)": (handcalc.logsumexp, _grad_logsumexp, 0.1),
+    "sum(sin(z))": (lambda z: float(np.sin(z).sum()), _grad_sum_sin, 1.0),
+    "500 * sum((z - 1)**2)": (lambda z: float(500.0 * ((z - 1.0) ** 2).sum()), _grad_quadratic, 0.0),
 }
-_EXACT_GRADIENTS = [f"lmcore.course.gradients.lesson.{g.__name__}" for _, g in _FUNCTIONS.values()]
+_EXACT_GRADIENTS = [f"lmcore.course.gradients.lesson.{g.__name__}" for _, g, _ in _FUNCTIONS.values()]
+_STEPS = (0.1, 0.05, 1e-2, 1e-3, 1e-5)
+
+
+def _fd_cases() -> list[Case]:
+    rng = np.random.default_rng(3)
+    cases = [
+        Case(("nll(z, y=1)", np.array([2.0, 1.0, 0.0]), 0.1), label="f = nll(z, y=1), z=[2, 1, 0], eps=0.1"),
+        Case(
+            ("nll(z, y=1)", np.array([1000.0, 999.0, 998.0]), 1e-3),
+            label="f = nll(z, y=1), z=[1000, 999, 998], eps=0.001",
+        ),
+    ]
+    for k, name in enumerate(_FUNCTIONS):
+        for j in range(2):
+            z = 1.0 + rng.normal(0.0, 0.02 if name.startswith("500") else 2.0, size=int(rng.integers(2, 6)))
+            eps = _STEPS[(2 * k + j) % len(_STEPS)]
+            cases.append(Case((name, z, eps), label=f"f = {name}, z={np.round(z, 3).tolist()}, eps={eps:g}"))
+    return cases
+
+
+def _fd_allowed(key: str, eps: float) -> float:
+    """The error a second-order estimate may have at step ``eps``: a central difference's is at
+    most eps**2 / 6 times the third derivative; a third of it, plus 1e-6 for rounding."""
+    return 1e-6 + _FUNCTIONS[key][2] * eps**2 / 3
+
+
+def _fd_fault(key: str, z: np.ndarray, eps: float, got) -> tuple[str, str]:
+    """``got`` is (the learner's estimate, how far from ``z`` it evaluated f): the estimate must be
+    within :func:`_fd_allowed` of the exact gradient, and f must have been evaluated ``eps`` away."""
+    estimate, reach = got
+    exact = _FUNCTIONS[key][1](z)
+    what = compare(exact, estimate, atol=_fd_allowed(key, eps), rtol=1e-6)
+    if what:
+        return what, _fd_question(key, z, eps, exact, estimate)
+    if reach < eps / 2:
+        return (
+            f"your estimate is accurate, but your function evaluated f no further than {reach:.1g} "
+            f"from z when it was given eps = {eps:g}",
+            "does it step by the eps it is given?",
+        )
+    return "", ""
+
+
+def _quotients(key: str, z: np.ndarray, eps: float) -> dict[str, np.ndarray]:
+    """The estimates of the plausible mistakes at step ``eps``, by name."""
+    f, n = _FUNCTIONS[key][0], len(z)
+    steps = [eps * np.eye(n)[i] for i in range(n)]
+    relative = [eps * max(1.0, abs(z[i])) * np.eye(n)[i] for i in range(n)]
+    return {
+        "one-sided": np.array([(f(z + e) - f(z)) / eps for e in steps]),
+        "backward": np.array([(f(z) - f(z - e)) / eps for e in steps]),
+        "no half": np.array([(f(z + e) - f(z - e)) / eps for e in steps]),
+        "relative": np.array([(f(z + e) - f(z - e)) / (2 * e.max()) for e in relative]),
+    }
+
+
+_FD_QUESTIONS = {
+    "one-sided": (
+        "your estimate is off by {off:.2g} at eps = {eps:g}, as the one-sided difference is; halve eps "
+        "and that error only halves. Which term of the Taylor series of f(z + eps e_i) stays in your "
+        "quotient, and how could a second value of f cancel it?"
+    ),
+    "backward": (
+        "your estimate is off by {off:.2g} at eps = {eps:g}, as the one-sided difference "
+        "(f(z) - f(z - eps e_i)) / eps is; halve eps and that error only halves. Which term of the "
+        "Taylor series of f(z - eps e_i) stays in your quotient, and how could a second value of f "
+        "cancel it?"
+    ),
+    "no half": "twice the expected: over what distance does your difference quotient step?",
+    "relative": (
+        "your estimate matches steps of eps * max(1, |z_i|), larger than eps where |z_i| > 1: does "
+        "your function step by the eps it is given?"
+    ),
+}
+
+
+def _fd_question(key, z, eps, exact, estimate) -> str:
+    """The mistake a wrong estimate matches, as a question (``""`` unless exactly one matches)."""
+    try:
+        estimate = np.asarray(estimate, dtype=np.float64)
+        off = float(np.abs(estimate - exact).max())
+        named = {
+            name
+            for name, value in _quotients(key, z, eps).items()
+            if estimate.shape == value.shape and np.allclose(estimate, value, rtol=1e-4, atol=1e-9)
+        }
+    except (TypeError, ValueError):
+        return ""
+    return only_match(_FD_QUESTIONS[name] for name in named).format(off=off, eps=eps)
 
 
 def check_finite_difference(fn, *, quiet: bool = False):
-    """Grade ``fn(f, z) -> gradient estimate`` against exact gradients of four functions.
+    """Grade ``fn(f, z, eps) -> gradient estimate`` against exact gradients of four functions, at
+    steps eps from 0.1 to 1e-5: its error must fall like eps**2 (a central difference's, or a
+    better stencil's; a forward difference's falls only like eps), and f must be evaluated eps
+    away from z (an estimate that ignores ``eps`` fails)."""
 
-    Central differences with eps ~ 1e-5 (or a step relative to |z|) pass; forward differences or a
-    large eps do not."""
-    rng = np.random.default_rng(3)
-    cases = [
-        Case(("nll(z, y=1)", np.array([2.0, 1.0, 0.0])), label="f = nll(z, y=1), z=[2, 1, 0]"),
-        Case(("nll(z, y=1)", np.array([1000.0, 999.0, 998.0])), label="f = nll(z, y=1), z=[1000, 999, 998]"),
-    ]
-    for name in _FUNCTIONS:
-        for _ in range(2):
-            z = 1.0 + rng.normal(0.0, 0.02 if name.startswith("500") else 2.0, size=int(rng.integers(2, 6)))
-            cases.append(Case((name, z), label=f"f = {name}, z={np.round(z, 3).tolist()}"))
+    def run(key, z, eps):
+        f, reach = _FUNCTIONS[key][0], [0.0]
+
+        def recorded(x):
+            reach[0] = max(reach[0], float(np.abs(np.asarray(x, dtype=np.float64) - z0).max(initial=0.0)))
+            return f(x)
+
+        z0 = np.array(z, dtype=np.float64)
+        return fn(recorded, z, eps), reach[0]
+
     return check(
         "finite-difference gradient",
-        lambda key, z: fn(_FUNCTIONS[key][0], z),
-        lambda key, z: _FUNCTIONS[key][1](z),
-        cases,
+        run,
+        None,
+        _fd_cases(),
         hint=(
-            "is your estimate off by about eps times the curvature (a one-sided or too large step), "
-            "or by noise (a step so small that rounding dominates)?",
-            "use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps) with eps around "
-            "1e-5, on a copy of z for each i; a forward difference or a large eps is off by about "
-            "eps * curvature, and an eps below ~1e-8 drowns in rounding error.",
+            "how does your estimate's error change when eps is halved: does it halve, or fall to a "
+            "quarter? Which term of the Taylor series of f(z + eps e_i) does your quotient keep?",
+            "use central differences (f(z + eps e_i) - f(z - eps e_i)) / (2 eps), on a copy of z "
+            "for each i: the f''(z) eps^2 / 2 terms of f(z + eps e_i) and f(z - eps e_i) cancel, "
+            "and the error is about eps^2 / 6 times the third derivative; a forward difference is "
+            "off by about eps / 2 times the curvature.",
         ),
-        # 1e-6, plus what a textbook relative step (eps = 1e-5 * max(1, |z|)) truncates at large |z|:
-        # about (1e-5 |z|)^2 / 6 times the third derivative, 2e-5 at |z| = 1000 (every wrong step
-        # still fails a case)
-        atol=lambda key, z: 1e-6 + 2e-11 * float(np.abs(z).max()) ** 2,
-        rtol=1e-6,
         quiet=quiet,
         forbid=_by_hand(["lmcore.course.gradients.lesson.numerical_grad", *_EXACT_GRADIENTS]),
-        ratio_hints={2.0: "Twice the expected: over what distance does your difference quotient step?"},
+        judge=_fd_fault,
     )
 
 

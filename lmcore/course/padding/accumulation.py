@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ...loss import causal_lm_loss
 from ...shift import IGNORE_INDEX, num_valid_targets
-from ..checks import Case, check
+from ..checks import Case, check, only_match
 from .lesson import PAD, TOKENS, right_padded, toy_model
 
 __all__ = ["accumulation_batch", "flat_grad", "rank_gradients", "ragged_micro_batches", "check_accumulation"]
@@ -215,7 +215,7 @@ def _explain_accumulation(fn, case, expected, got) -> str:
         return _ACCUMULATION_QUESTIONS["loss over K" if over_k else "loss"]
     right, mistakes = _accumulation_mistakes(*case.args)
     named = {q for v, q in mistakes if _same_gradient(g, v) and not _same_gradient(v, right)}
-    return named.pop() if len(named) == 1 else ""
+    return only_match(named)
 
 
 _NO_REFERENCE = {

@@ -9,7 +9,7 @@ import math
 import torch
 
 from ...shift import IGNORE_INDEX
-from ..checks import Case, check, first_label_free
+from ..checks import Case, check, first_label_free, only_match
 from .lesson import example_batch
 from .perplexity import LookbackLM, long_text, window_sums
 
@@ -204,7 +204,7 @@ def _explain_window(fn, case, expected, got) -> str:
     named = {
         q for v, q in _window_mistakes(model, ids, block_size, stride) if _near(v, g) and not _near(v, e)
     }
-    return named.pop() if len(named) == 1 else ""
+    return only_match(named)
 
 
 def _window_cases() -> list[Case]:

@@ -222,7 +222,8 @@ def explain_loss_and_grad_norm(fn, case, expected, got) -> str:
         )
     if off("grad_norm"):
         return (
-            "your loss is right and your norm is not: is yours the length of one vector made of "
-            "every gradient entry of every parameter?"
+            "your loss is right and your norm is not: would your number stay the same if one of the "
+            "model's weight matrices were split into two parameter tensors, and is it a length when "
+            "the model has one tensor?"
         )
     return ""

@@ -243,7 +243,7 @@ def reference_loss_and_grad_norm(model, input_ids, reduction):
 
 
 _NORM_HELPERS = {
-    name: "that is torch's norm helper: add up the squares of every parameter's .grad yourself"
+    name: "that is torch's norm helper: compute the norm yourself"
     for name in available(
         ["torch.nn.utils.clip_grad_norm_", "torch.nn.utils.get_total_norm", "torch._foreach_norm"]
     )
@@ -309,8 +309,8 @@ def check_loss_and_grad_norm(fn, quiet: bool = False):
         explain=explain_loss_and_grad_norm,
         hint=(
             "which of the three differs: the loss under the reduction asked for, the gradients "
-            "(what did .grad hold before your backward?), or the norm (one over all parameters "
-            "together?)",
+            "(what did .grad hold before your backward?), or the norm (does it change when the "
+            "parameters are grouped into tensors differently?)",
             "model.zero_grad(); loss = causal_lm_loss(model(ids), ids, reduction=reduction); "
             "loss.backward(); norm = (sum of p.grad.pow(2).sum() over all parameters) ** 0.5; return "
             'floats {"loss": ..., "grad_norm": ...}.',
