@@ -518,6 +518,16 @@ def _fd_relative_step(f, z, eps):  # the textbook's step eps * max(1, |z_i|): no
     return g
 
 
+def _fd_float32_z(f, z, eps):  # z copied to float32: at |z_i| = 1000 the step rounds
+    z, g = z.astype(np.float32), np.zeros(len(z))
+    for i in range(len(z)):
+        up, down = z.copy(), z.copy()
+        up[i] += eps
+        down[i] -= eps
+        g[i] = (f(up) - f(down)) / (2 * eps)
+    return g
+
+
 def _fd_all_at_once(f, z, eps):  # nudges every coordinate together: a directional derivative
     return np.full(len(z), (f(z + eps) - f(z - eps)) / (2 * eps))
 
@@ -554,6 +564,7 @@ ANSWERS["numerical_gradient"] = Answers(
         "forward_at_1e-8_ignoring_eps": lambda f, z, eps: _fd_forward(f, z, 1e-8),
         "central_at_1e-5_ignoring_eps": lambda f, z, eps: _fd_central(f, z, 1e-5),
         "relative_step": _fd_relative_step,
+        "central_with_z_in_float32": _fd_float32_z,
         "divides_by_eps": lambda f, z, eps: 2 * _fd_central(f, z, eps),
         "all_coordinates_at_once": _fd_all_at_once,
         "nudges_z_in_place": _fd_in_place,
@@ -571,6 +582,7 @@ ANSWERS["numerical_gradient"] = Answers(
         "forward_at_1e-8_ignoring_eps": "does it step by the eps it is given?",
         "central_at_1e-5_ignoring_eps": "does it step by the eps it is given?",
         "relative_step": "larger than eps where |z_i| > 1",
+        "central_with_z_in_float32": "still eps away from z_i?",
         "divides_by_eps": "over what distance does your difference quotient step?",
     },
 )
@@ -1002,6 +1014,25 @@ def _lm_wrong(z, y, eps, *, shift=True, mask=True, divide="valid", logp=None, sm
     return per_target.sum()
 
 
+def _lm_colleague(logits, labels, eps):  # notebook 03's colleague: log(softmax), smoothing over padding
+    logits, targets = logits[:, :-1], labels[:, 1:]
+    logp = torch.log(torch.softmax(logits, dim=-1))
+    valid = targets != -100
+    picked = logp.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    nll = -(picked * valid).sum() / valid.sum()
+    uniform = -logp.mean(dim=-1).mean()
+    return (1 - eps) * nll + eps * uniform
+
+
+def _lm_colleague_mask_fixed(logits, labels, eps):  # the padding fixed, log(softmax) kept
+    logits, targets = logits[:, :-1], labels[:, 1:]
+    logp = torch.log(torch.softmax(logits, dim=-1))
+    valid = targets != -100
+    picked = logp.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    per_target = -(1 - eps) * picked - eps * logp.mean(dim=-1)
+    return (per_target * valid).sum() / valid.sum()
+
+
 ANSWERS["my_causal_lm_loss"] = Answers(
     check=seq.check_causal_lm_loss,
     right={
@@ -1026,6 +1057,9 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "no_smoothing": lambda z, y, e: _lm_wrong(z, y, e, smooth="no_smoothing"),
         "smoothing_averaged_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
         "smoothing_summed_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_summed"),
+        "the_colleague_s_loss": _lm_colleague,
+        "the_colleague_s_with_padding_fixed": _lm_colleague_mask_fixed,
+        "the_colleague_s_with_the_log_fixed": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
         "eps_over_the_other_tokens": lambda z, y, e: _lm_wrong(z, y, e, q="others"),
         "target_weight_one": lambda z, y, e: _lm_wrong(z, y, e, smooth="target_weight_one"),
         "eps_on_every_token": lambda z, y, e: _lm_wrong(z, y, e, q="sum"),
@@ -1057,6 +1091,8 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "no_smoothing": "which part of q have you left out?",
         "smoothing_averaged_over_padding": "should the logits at an ignored position change the loss?",
         "smoothing_summed_over_padding": "should the logits at an ignored position change the loss?",
+        "the_colleague_s_loss": "should the logits at an ignored position change the loss?",
+        "the_colleague_s_with_padding_fixed": "an inf or a nan",
         "eps_over_the_other_tokens": "how much of q sits on the target?",
         "target_weight_one": "what must q's weights add up to?",
         "eps_on_every_token": "each of the V tokens get?",

@@ -1,4 +1,5 @@
-"""The answer matrix of notebooks 04-06 (issue 38): first_loss_from_logits, first_loss_with_repeats;
+"""The answer matrix of notebooks 04-06 (issue 38): first_loss_at_spread, first_loss_from_logits,
+first_loss_with_repeats;
 my_eos_padded_labels, my_sliding_window_perplexity, accumulate_gradients; my_pack_whole,
 my_mask_cross_document_targets, my_document_causal_mask, my_position_ids, my_chat_labels,
 my_multi_turn_labels. See ``_answers.py`` for what each entry holds."""
@@ -38,6 +39,63 @@ ANSWERS: dict[str, Answers] = {}
 
 NO_FLOAT_IDS = "labels and ids are integers: there is no float quantity to compute in float32"
 NO_FLOAT_MASK = "the answer is a bool mask: there is no float quantity to compute in float32"
+
+
+# ---------------------------------------------------------------- 04: what a spread of the logits costs
+
+
+def _spread_monte_carlo(V, sigma):  # another algorithm: simulate the logits, average logsumexp
+    z = torch.randn(4000, V, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * sigma
+    return float((torch.logsumexp(z, -1) - z.mean(-1)).mean())
+
+
+def _spread_quadrature(V, sigma):  # E[e^z] by numerical integration, then the log of V times it
+    x = np.linspace(-12.0, 12.0, 24_001)
+    density = np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    return math.log(V) + math.log(float(np.sum(np.exp(sigma * x) * density) * (x[1] - x[0])))
+
+
+def _spread_float32(V, sigma):
+    return float(torch.tensor(float(V)).log() + torch.tensor(float(sigma)) ** 2 / 2)
+
+
+def _spread_second_order(V, sigma):  # the law less the next term of E[ln S]: closer than the law
+    return math.log(V) + sigma**2 / 2 - math.expm1(sigma**2) / (2 * V)
+
+
+ANSWERS["first_loss_at_spread"] = Answers(
+    check=an.check_first_loss_at_spread,
+    right={
+        "the_law": lambda V, sigma: math.log(V) + sigma**2 / 2,
+        "float32_law": _spread_float32,
+        "monte_carlo": _spread_monte_carlo,
+        "quadrature": _spread_quadrature,
+        "second_order": _spread_second_order,
+    },
+    wrong={
+        "ln_v_only": lambda V, sigma: math.log(V),
+        "below_ln_v": lambda V, sigma: math.log(V) - sigma**2 / 2,
+        "linear_in_sigma": lambda V, sigma: math.log(V) + sigma,
+        "half_sigma": lambda V, sigma: math.log(V) + sigma / 2,
+        "no_half": lambda V, sigma: math.log(V) + sigma**2,
+        "first_order_exp": lambda V, sigma: math.log(V) + math.log1p(sigma**2 / 2),
+        "bits": lambda V, sigma: math.log2(V) + sigma**2 / 2,
+        "largest_logit": lambda V, sigma: sigma * math.sqrt(2 * math.log(V)),
+    },
+    refused={
+        "reference": (lambda V, sigma: an.predict_first_loss(V, sigma), "the course's own answer"),
+        "measured": (lambda V, sigma: an.iid_logit_loss(V, sigma), "the course's own answer"),
+    },
+    first_hints={
+        "ln_v_only": "more than equal logits, less, or the same?",
+        "below_ln_v": "beat a uniform guess",
+        "linear_in_sigma": "Which power of a small sigma",
+        "half_sigma": "Which power of a small sigma",
+        "no_half": "what is E[e^z]",
+        "first_order_exp": "right only for a small sigma",
+        "bits": "bits or in nats",
+    },
+)
 
 
 # ---------------------------------------------------------------- 04: first loss from the logits
@@ -119,7 +177,7 @@ ANSWERS["first_loss_from_logits"] = Answers(
     },
     first_hints={
         "ln_v_only": "raise the mean loss of a random target, or lower it",
-        "logsumexp_alone": "what does z_y come to, on average",
+        "logsumexp_alone": "Which part of it have you left out?",
         "target_is_the_top_logit": "how often is a uniformly random target the top token",
         "bits": "bits or in nats",
         "no_half": "what factor",

@@ -288,7 +288,7 @@ def test_check_predict_with_repeats(capsys):
         )
 
     wrongs = [
-        lambda z, ids, q: mine(z, ids, 0.0),  # the repeats ignored: Exercise 1's answer
+        lambda z, ids, q: mine(z, ids, 0.0),  # the repeats ignored: Exercise 2's answer
         lambda z, ids, q: mine(z, ids, 1.0),  # every target taken as a repeat
         lambda z, ids, q: mine(z, ids, -q),  # + q * lift: the sign
         raw_own_logit,
@@ -305,7 +305,7 @@ def test_check_predict_with_repeats(capsys):
 
 
 def test_the_first_loss_mistakes_never_read_as_one_another():
-    """Exercise 1's first hint names a mistake only when the value matches it alone: on every case,
+    """Exercise 2's first hint names a mistake only when the value matches it alone: on every case,
     two mistakes with different questions that a failing value (2e-3 or more off) could match lie
     further apart than the 5e-4 each one reaches."""
     for case in an._logit_cases():
@@ -317,7 +317,7 @@ def test_the_first_loss_mistakes_never_read_as_one_another():
 
 
 def test_the_repeat_mistakes_never_read_as_one_another():
-    """Exercise 2's likewise: on every case, the mistakes that change the value there, taken in
+    """Exercise 3's likewise: on every case, the mistakes that change the value there, taken in
     pairs with different questions, lie further apart than their two tolerances reach."""
     for case in s0._repeat_cases():
         z, ids, q = case.args
@@ -352,3 +352,21 @@ def test_losses_after_training_checks_its_arguments():
             s0.losses_after_training(bad)
     with pytest.raises((ValueError, TypeError), match="vocab_size"):
         s0.losses_after_training(1, vocab_size=1)
+
+
+def test_first_loss_at_spread_reference_is_the_monte_carlo_expectation():
+    """The check's expectation, ln V + sigma^2/2 - (e^(sigma^2) - 1) / (2V), against Monte Carlo
+    (300 to 4,000 rows of i.i.d. logits, float64) on every case; and the law is tight on every case."""
+    from lmcore.course.anchor import spread
+
+    for V, sigma in spread._CASES:
+        assert V >= 30 * math.exp(sigma**2)
+        if sigma == 0:
+            assert spread.expected_loss_at_spread(V, sigma) == math.log(V)
+            continue
+        rows = 4_000 if V <= 8_192 else 300
+        z = torch.randn(rows, V, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * sigma
+        mc = torch.logsumexp(z, -1) - z.mean(-1)
+        tolerance = 4 * float(mc.std()) / math.sqrt(rows) + 1e-4
+        assert abs(float(mc.mean()) - spread.expected_loss_at_spread(V, sigma)) < tolerance, (V, sigma)
+        assert spread._allowed(V, sigma) < 0.0075

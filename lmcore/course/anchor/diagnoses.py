@@ -1,4 +1,4 @@
-"""What a wrong answer to notebook 04's Exercise 1 did, as a question.
+"""What a wrong answer to notebook 04's Exercise 2 (the first loss from the logits) did, as a question.
 
 One nudge cannot fit every mistake: logsumexp without the target's logit, the largest logit taken
 for the target's, a prediction of ln V alone, a log in base 2, a spread that is
@@ -37,8 +37,8 @@ def _mistakes(z: torch.Tensor) -> list[tuple[float, str]]:
     return [
         (
             float(lse.mean()),
-            "your prediction is the mean of logsumexp(z) alone, and the loss of a target y is "
-            "logsumexp(z) - z_y: what does z_y come to, on average, when y is a uniformly random token?",
+            "your prediction is the mean of logsumexp(z) alone: the loss of a target is "
+            "logsumexp(z) - z_y (notebook 01). Which part of it have you left out?",
         ),
         (
             float((lse - z.amax(dim=-1)).mean()),

@@ -19,6 +19,7 @@ from ..checks import Case, check
 from ..toys import toy_gpt
 from .diagnoses import explain_first_loss
 from .leak import get_batch_leaky, get_batch_reference, pipeline_run
+from .spread import check_first_loss_at_spread
 
 __all__ = [
     "WELL_KNOWN_VOCABS",
@@ -34,6 +35,7 @@ __all__ = [
     "get_batch_leaky",
     "get_batch_reference",
     "pipeline_run",
+    "check_first_loss_at_spread",
     "check_predict_from_logits",
 ]
 
@@ -85,7 +87,7 @@ def expected_first_loss(logits) -> float:
 
 
 def predict_from_logits(logits) -> float:
-    """Reference of Exercise 1: ln V + sigma^2/2, with V the last dimension and sigma
+    """Reference of Exercise 2: ln V + sigma^2/2, with V the last dimension and sigma
     :func:`logit_sigma`."""
     z = _rows(logits)
     return predict_first_loss(z.shape[-1], logit_sigma(z))

@@ -2,7 +2,7 @@
 pipelines that start on ln V anyway (a shift by 2, "target = previous token", an untied model
 scored on its own input, attention that sees the future), the one leak that shows (target = own
 input with tied embeddings), and an honest pipeline on text that repeats its current token,
-which starts below ln V by the law of :func:`predict_with_repeats` (Exercise 2's reference)."""
+which starts below ln V by the law of :func:`predict_with_repeats` (Exercise 3's reference)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def own_token_lift(logits: torch.Tensor, input_ids: torch.Tensor) -> float:
 
 
 def predict_with_repeats(logits: torch.Tensor, input_ids: torch.Tensor, q: float) -> float:
-    """Reference of Exercise 2: the expected first loss when a fraction ``q`` of the targets is
+    """Reference of Exercise 3: the expected first loss when a fraction ``q`` of the targets is
     the position's own input token and the rest are independent of the logits:
     ln V + sigma^2/2 (:func:`~lmcore.course.anchor.lesson.predict_from_logits`) - q * lift
     (:func:`own_token_lift`)."""

@@ -260,7 +260,16 @@ def _quotients(key: str, z: np.ndarray, eps: float) -> dict[str, np.ndarray]:
         "backward": np.array([(f(z) - f(z - e)) / eps for e in steps]),
         "no half": np.array([(f(z + e) - f(z - e)) / eps for e in steps]),
         "relative": np.array([(f(z + e) - f(z - e)) / (2 * e.max()) for e in relative]),
+        "float32": np.array([_float32_central(f, z, i, eps) for i in range(n)]),
     }
+
+
+def _float32_central(f, z, i, eps) -> float:
+    """A central difference with z kept in float32: at |z_i| = 1000 the step z_i + eps rounds."""
+    up, down = z.astype(np.float32), z.astype(np.float32)
+    up[i] += np.float32(eps)
+    down[i] -= np.float32(eps)
+    return float((f(up.astype(np.float64)) - f(down.astype(np.float64))) / (2 * eps))
 
 
 _FD_QUESTIONS = {
@@ -276,6 +285,10 @@ _FD_QUESTIONS = {
         "cancel it?"
     ),
     "no half": "twice the expected: over what distance does your difference quotient step?",
+    "float32": (
+        "your estimate matches a central difference taken with z in float32: is z_i + eps, in "
+        "float32 at z_i = {zmax:g}, still eps away from z_i?"
+    ),
     "relative": (
         "your estimate matches steps of eps * max(1, |z_i|), larger than eps where |z_i| > 1: does "
         "your function step by the eps it is given?"
@@ -295,7 +308,9 @@ def _fd_question(key, z, eps, exact, estimate) -> str:
         }
     except (TypeError, ValueError):
         return ""
-    return only_match(_FD_QUESTIONS[name] for name in named).format(off=off, eps=eps)
+    return only_match(_FD_QUESTIONS[name] for name in named).format(
+        off=off, eps=eps, zmax=float(np.abs(z).max())
+    )
 
 
 def check_finite_difference(fn, *, quiet: bool = False):

@@ -151,8 +151,8 @@ def _explain_loss_value(case, expected, got) -> str:
         for smooth_over_all in (uniform.mean(), uniform.sum() / count):
             if _matches(got, (1 - eps) * mean_valid(picked) + eps * smooth_over_all):
                 return (
-                    "your smoothing term also counts the positions whose target is -100: should "
-                    "the logits at an ignored position change the loss?"
+                    "your value matches a loss in which the logits at the positions whose target "
+                    "is -100 still count: should the logits at an ignored position change the loss?"
                 )
         others = (-logp.sum(-1) - picked) / (V - 1)  # the mean -log p over the V - 1 other tokens
         if _matches(got, mean_valid((1 - eps) * picked + eps * others)):

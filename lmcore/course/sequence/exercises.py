@@ -220,8 +220,9 @@ def check_causal_lm_loss(fn, quiet: bool = False):
         },
         explain=explain_causal_lm_loss,
         hint=(
-            "Which position's logits predict which label? Which targets count in the mean, for "
-            "both parts of q, when some labels are -100? Does your value stay finite for large logits?",
+            "On which batches of your own making does your function disagree with lmcore's "
+            "causal_lm_loss(logits, labels, label_smoothing=eps), and what do they have that the "
+            "batches where it agrees do not?",
             "at each valid target H(q, p) = (1 - eps) * (-log p[target]) + eps * (the mean over the "
             "V tokens of -log p[v]). Shift first; take log-probabilities in one stable step (not log "
             "of softmax: notebook 01); pick each target's entry (-100 is not an index); zero both "
