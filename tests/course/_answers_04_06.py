@@ -91,7 +91,7 @@ ANSWERS["first_loss_at_spread"] = Answers(
         "below_ln_v": "beat a uniform guess",
         "linear_in_sigma": "Which power of a small sigma",
         "half_sigma": "Which power of a small sigma",
-        "no_half": "what is E[e^z]",
+        "no_half": "it is not the right size",
         "first_order_exp": "right only for a small sigma",
         "bits": "bits or in nats",
     },

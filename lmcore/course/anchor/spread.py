@@ -63,8 +63,8 @@ def _mistakes(V: int, s: float) -> list[tuple[float, str]]:
         (ln_v + s / 2, grows_like_sigma),
         (
             ln_v + s * s,
-            "your excess over ln V is twice the expected excess: what is E[e^z] for z drawn from "
-            "N(0, sigma^2)?",
+            "your excess over ln V grows like sigma^2, but it is not the right size: what is E[e^z] "
+            "for z drawn from N(0, sigma^2)?",
         ),
         (
             ln_v + math.log1p(s * s / 2),

@@ -126,9 +126,8 @@ def _explain_loss_value(case, expected, got) -> str:
     got = torch.as_tensor(got).detach().double()
     if got.numel() == 1 and not bool(torch.isfinite(got).all()):
         return (
-            f"your loss is {float(got)} here, where a target's probability can be e^-300, which is 0 "
-            "in float32, and a row may have no valid target: which step of yours can make an inf "
-            "or a nan out of that?"
+            f"your loss is {float(got)} on this case (logits of +-150 in float32, and a row with no "
+            "valid target): which step of yours can make an inf or a nan here?"
         )
     if got.shape != expected.shape:
         return ""
@@ -151,8 +150,9 @@ def _explain_loss_value(case, expected, got) -> str:
         for smooth_over_all in (uniform.mean(), uniform.sum() / count):
             if _matches(got, (1 - eps) * mean_valid(picked) + eps * smooth_over_all):
                 return (
-                    "your value matches a loss in which the logits at the positions whose target "
-                    "is -100 still count: should the logits at an ignored position change the loss?"
+                    "your value is off on this batch, whose rows hold targets of -100, and right "
+                    "where nothing is ignored: which part of your loss can still read the logits "
+                    "at a position whose target is -100, and should it?"
                 )
         others = (-logp.sum(-1) - picked) / (V - 1)  # the mean -log p over the V - 1 other tokens
         if _matches(got, mean_valid((1 - eps) * picked + eps * others)):
