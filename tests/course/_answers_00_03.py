@@ -1188,6 +1188,17 @@ ANSWERS["my_loss_and_grad_norm"] = Answers(
         "mean_of_squares": _gn_changed(
             lambda m, out: float(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).pow(2).mean().sqrt())
         ),
+        "tied_weight_counted_twice": _gn_changed(  # every module's own parameters: the tied one twice
+            lambda m, out: (
+                sum(
+                    float(p.grad.pow(2).sum())
+                    for mod in m.modules()
+                    for p in mod.parameters(recurse=False)
+                    if p.grad is not None
+                )
+                ** 0.5
+            )
+        ),
     },
     refused={
         "reference": (
@@ -1218,6 +1229,7 @@ ANSWERS["my_loss_and_grad_norm"] = Answers(
         ),
     },
     first_hints={
+        "tied_weight_counted_twice": "is it one parameter or two?",
         "stale_gradients": "a .grad that already holds something",
         "ignores_reduction": "what does reduction='sum' ask",
         "sum_of_norms": "split into two parameter tensors",

@@ -402,6 +402,13 @@ def _first_label_set(fn, value):
     return labels
 
 
+def _eos_minus_one(ids, eos):  # the right mask, but -1 (another library's ignore value) for -100
+    seen = (ids == eos).long().cumsum(dim=1)
+    labels = ids.clone()
+    labels[(ids == eos) & (seen > 1)] = -1
+    return labels
+
+
 ANSWERS["my_eos_padded_labels"] = Answers(
     check=pad_ex.check_eos_padded_labels,
     no_float32=NO_FLOAT_IDS,
@@ -414,6 +421,7 @@ ANSWERS["my_eos_padded_labels"] = Answers(
         "numpy_no_grad": _eos_numpy,
     },
     wrong={
+        "minus_one_for_padding": lambda ids, eos: _eos_minus_one(ids, eos),
         "every_eos": _eos_every_eos,
         "nothing_masked": lambda input_ids, eos_id: input_ids.clone(),
         "second_eos_kept": _eos_second_kept,
@@ -423,7 +431,8 @@ ANSWERS["my_eos_padded_labels"] = Answers(
         "last_eos_kept": _eos_last_kept,
         "shifted_the_wrong_way": _eos_before_an_eos,
     },
-    first_hints={  # pad_ex._explain_eos_labels: what the token at the first wrong label is
+    first_hints={
+        "minus_one_for_padding": "which label value does the loss leave out?",  # pad_ex._explain_eos_labels: what the token at the first wrong label is
         "every_eos": "how would the model learn to stop?",
         "nothing_masked": "is it text, or padding?",
         "second_eos_kept": "is it text, or padding?",

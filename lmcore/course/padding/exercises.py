@@ -86,6 +86,11 @@ def _explain_eos_labels(fn, case, expected, got) -> str:
             f"row {n}, position {t} is the row's first EOS, the end of its text, and your labels ignore "
             "it: how would the model learn to stop?"
         )
+    if int(got[n, t]) < 0:
+        return (
+            f"row {n}, position {t} is EOS padding, and your label there is {int(got[n, t])}: which "
+            "label value does the loss leave out?"
+        )
     return (
         f"row {n}, position {t} is an EOS after the row's first one, and your labels keep it as a "
         "target: is it text, or padding?"

@@ -9,9 +9,12 @@ when it cannot tell; the checker then shows its nudge.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 
+from ...loss import causal_lm_loss
 from ...shift import IGNORE_INDEX
 
 __all__ = ["explain_per_position_nll", "explain_causal_lm_loss", "explain_loss_and_grad_norm"]
@@ -195,6 +198,17 @@ def _explain_loss_value(case, expected, got) -> str:
     return ""
 
 
+def _norm_counting_shared_twice(model, input_ids, reduction) -> float:
+    """The gradient norm with a shared tensor counted once per place it is registered (a tied
+    embedding and output matrix: twice), from fresh gradients on a copy of ``model``."""
+    fresh = copy.deepcopy(model)
+    fresh.zero_grad(set_to_none=True)
+    with torch.enable_grad():
+        causal_lm_loss(fresh(input_ids), input_ids, reduction=reduction).backward()
+    grads = [p.grad for _, p in fresh.named_parameters(remove_duplicate=False) if p.grad is not None]
+    return sum(float(g.double().pow(2).sum()) for g in grads) ** 0.5
+
+
 def explain_loss_and_grad_norm(fn, case, expected, got) -> str:
     """loss_and_grad_norm: which of the loss or the norm differs, and whether the case is one of
     the models that come from an earlier backward."""
@@ -214,6 +228,15 @@ def explain_loss_and_grad_norm(fn, case, expected, got) -> str:
     if abs(float(got["grad_norm"]) - weights) <= 1e-6 * weights:
         return (
             "your norm is the length of the model's weights: which tensor of a parameter holds its gradient?"
+        )
+    if (
+        off("grad_norm")
+        and abs(float(got["grad_norm"]) - _norm_counting_shared_twice(model, case.args[1], reduction))
+        <= 1e-6 * expected["grad_norm"]
+    ):
+        return (
+            "your norm counts a tensor the model uses in two places (its tied token embedding and "
+            "output matrix) twice: is it one parameter or two?"
         )
     if off("grad_norm") and stale:
         return (
