@@ -15,6 +15,7 @@ from _answers import Answers
 from lmcore import handcalc
 from lmcore.course.gradients import backprop
 from lmcore.course.gradients import lesson as grad_lesson
+from lmcore.course.sequence import colleague
 from lmcore.course.sequence import exercises as seq
 from lmcore.course.softmax_nll import lesson as sm_lesson
 from lmcore.course.start import lesson as start_lesson
@@ -1010,16 +1011,6 @@ def _lm_wrong(z, y, eps, *, shift=True, mask=True, divide="valid", logp=None, sm
     return per_target.sum()
 
 
-def _lm_colleague(logits, labels, eps):  # notebook 03's colleague: log(softmax), smoothing over padding
-    logits, targets = logits[:, :-1], labels[:, 1:]
-    logp = torch.log(torch.softmax(logits, dim=-1))
-    valid = targets != -100
-    picked = logp.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
-    nll = -(picked * valid).sum() / valid.sum()
-    uniform = -logp.mean(dim=-1).mean()
-    return (1 - eps) * nll + eps * uniform
-
-
 def _lm_colleague_mask_fixed(logits, labels, eps):  # the padding fixed, log(softmax) kept
     logits, targets = logits[:, :-1], labels[:, 1:]
     logp = torch.log(torch.softmax(logits, dim=-1))
@@ -1053,7 +1044,7 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "no_smoothing": lambda z, y, e: _lm_wrong(z, y, e, smooth="no_smoothing"),
         "smoothing_averaged_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
         "smoothing_summed_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_summed"),
-        "the_colleague_s_loss": _lm_colleague,
+        "the_colleague_s_loss": colleague.colleague_smoothed_loss,
         "the_colleague_s_with_padding_fixed": _lm_colleague_mask_fixed,
         "the_colleague_s_with_the_log_fixed": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
         "eps_over_the_other_tokens": lambda z, y, e: _lm_wrong(z, y, e, q="others"),
@@ -1096,6 +1087,57 @@ ANSWERS["my_causal_lm_loss"] = Answers(
         "value_of_one_gradient_of_another": "does a term stop its gradient?",
     },
 )
+
+
+# ---------------------------------------------------------------- 03: the colleague's faults, named
+
+
+def _faults_search_the_key():  # tries every pair of lines against the key: refused
+    from lmcore.course.checks import answer_digest
+
+    key = colleague._KEY
+    return {
+        s: next(n for n in range(1, 10) if answer_digest("colleague_faults", s, n) == key[s]) for s in key
+    }
+
+
+ANSWERS["colleague_faults"] = Answers(
+    check=colleague.check_colleague_faults,
+    no_float32="the answers are line numbers: there is no float quantity to compute in float32",
+    right={
+        "dict": lambda: {"another number": 8, "no number": 4},
+        "other_order_numpy_ints": lambda: {"no number": np.int64(4), "another number": np.int32(8)},
+        "from_the_source": lambda: {
+            symptom: 1 + next(i for i, s in enumerate(_colleague_lines()) if marker in s)
+            for symptom, marker in (("another number", "uniform ="), ("no number", "torch.log("))
+        },
+    },
+    wrong={
+        "swapped": lambda: {"another number": 4, "no number": 8},
+        "the_return_line": lambda: {"another number": 9, "no number": 4},
+        "where_the_nan_shows": lambda: {"another number": 8, "no number": 7},
+        "the_mask_line": lambda: {"another number": 5, "no number": 4},
+        "one_missing": lambda: {"another number": 8},
+    },
+    refused={
+        "search_the_key": (_faults_search_the_key, "searches the answer key"),
+        "ask_the_checker": (
+            lambda: next(
+                {"another number": a, "no number": b}
+                for a in range(1, 10)
+                for b in range(1, 10)
+                if colleague.check_colleague_faults(lambda a=a, b=b: {"another number": a, "no number": b})
+            ),
+            "asks the checker",
+        ),
+    },
+)
+
+
+def _colleague_lines():
+    import inspect
+
+    return inspect.getsource(colleague.colleague_smoothed_loss).splitlines()
 
 
 # ---------------------------------------------------------------- 03: loss and global gradient norm

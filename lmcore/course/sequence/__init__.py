@@ -4,6 +4,8 @@
   copies; no causal mask: peeks), the widget's table and the ....
 - ``exercises``: exercise checkers: per-position losses through ``F.cross_entropy``'s ``(N, C,
   ...)`` layout, and a causal-LM loss built by hand (log_softmax, ....
+- ``colleague``: Exercise 2's colleague: a label-smoothed loss with two faults, and the check of
+  the learner's diagnosis (which line causes each symptom).
 - ``diagnoses``: what a wrong answer to the two loss exercises did (positions read as classes, a
   shift the wrong way, a mean over the wrong count), as a question in place of the nudge.
 - ``views``: the picture: the label shift, each input pointing at the token it is scored
@@ -18,4 +20,4 @@ The notebook imports these modules (``from lmcore.course.sequence import views``
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "diagnoses", "views", "attention", "directions"]
+__all__ = ["lesson", "exercises", "colleague", "diagnoses", "views", "attention", "directions"]
