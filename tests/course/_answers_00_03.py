@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 00-03 (issue 38): surprise; stable_softmax, nll_from_logits,
-mean_nll; my_ce_grad, numerical_gradient, smoothed_ce_grad, tied_grads; my_per_position_nll,
+double_softmax_band, mean_nll; my_ce_grad, numerical_gradient, smoothed_ce_grad, tied_grads; my_per_position_nll,
 my_causal_lm_loss, my_loss_and_grad_norm. See ``_answers.py`` for what each entry holds."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from lmcore.course.gradients import backprop
 from lmcore.course.gradients import lesson as grad_lesson
 from lmcore.course.sequence import colleague
 from lmcore.course.sequence import exercises as seq
+from lmcore.course.softmax_nll import band as sm_band
 from lmcore.course.softmax_nll import lesson as sm_lesson
 from lmcore.course.start import lesson as start_lesson
 from lmcore.loss import causal_lm_loss
@@ -213,6 +214,80 @@ ANSWERS["nll_from_logits"] = Answers(
             lambda z, y: float(torch.logsumexp(torch.from_numpy(z), 0) - z[y]),
             "write it yourself",
         ),
+    },
+)
+
+
+# ---------------------------------------------------------------- 01: the double-softmax band
+
+
+def _band_law(V):
+    high = math.log(math.e + V - 1)
+    return high - 1, high
+
+
+def _band_by_trying(V, dtype=torch.float64, gap=50.0):  # another algorithm: the bug at near-one-hot logits
+    def bug(top, y):
+        z = torch.zeros(V, dtype=dtype)
+        z[top] = gap
+        return float(F.cross_entropy(torch.softmax(z, -1)[None], torch.tensor([y])))
+
+    return bug(0, 0), bug(1, 0)
+
+
+def _band_search(V):  # another: the bug at p = (t, 1 - t, 0, ...) read off a grid of t, ends taken
+    t = np.linspace(0.0, 1.0, 2001)
+    lse = np.log(np.exp(t) + np.exp(1 - t) + (V - 2))
+    loss = lse - t  # y holds t
+    return float(loss.min()), float(loss.max())
+
+
+@functools.wraps(_band_law)
+def _band_wrapped(V):
+    return np.array(_band_law(V))
+
+
+ANSWERS["double_softmax_band"] = Answers(
+    check=sm_band.check_double_softmax_band,
+    right={
+        "the_ends": _band_law,
+        "float32_by_trying": lambda V: _band_by_trying(V, torch.float32),
+        "by_trying": _band_by_trying,
+        "grid_over_two_tokens": _band_search,
+        "as_a_tensor": lambda V: torch.tensor(_band_law(V), dtype=torch.float64),
+        "wrapped_array": _band_wrapped,
+    },
+    wrong={
+        "v_not_v_minus_1": lambda V: (math.log(1 + V / math.e), math.log(V + math.e)),
+        "swapped": lambda V: _band_law(V)[::-1],
+        "ln_v_as_the_top": lambda V: (math.log(V) - 1, math.log(V)),
+        "the_right_loss_s_range": lambda V: (0.0, math.inf),
+        "zero_to_ln_v": lambda V: (0.0, math.log(V)),
+        "bits": lambda V: tuple(x / math.log(2) for x in _band_law(V)),
+        "top_from_the_rest_uniform": lambda V: (
+            _band_law(V)[0],
+            math.log(1 + (V - 1) * math.exp(1 / (V - 1))),
+        ),
+        "tried_at_logits_of_3": lambda V: _band_by_trying(V, gap=3.0),  # near the ends, not at them
+        "one_loss_not_two": lambda V: _band_law(V)[1],
+    },
+    refused={
+        "reference": (sm_band.double_softmax_band_reference, "the course's own answer"),
+        "reference_by_another_name": (
+            lambda V: (lambda f: f(V))(sm_band.double_softmax_band_reference),
+            "the course's own answer",
+        ),
+    },
+    first_hints={
+        "v_not_v_minus_1": "your low is no bound",
+        "ln_v_as_the_top": "your high is no bound",
+        "the_right_loss_s_range": "grow without bound",
+        "zero_to_ln_v": "your high is no bound",
+        "bits": "which logarithm",
+        "swapped": "which end is which",
+        "top_from_the_rest_uniform": "your high is no bound",
+        "tried_at_logits_of_3": "your low is no bound",
+        "one_loss_not_two": "what does your function return",
     },
 )
 

@@ -443,3 +443,31 @@ def test_mean_nll_nudge_asks_a_question_without_the_formula(capsys):
 
     nudge = hints_of("check_mean_nll")[0]
     assert nudge.rstrip().endswith("?") and "logsumexp" not in nudge and "/ T" not in nudge
+
+
+def test_double_softmax_band_is_where_the_bug_lives():
+    """The band's ends against the bug itself (float64 autograd-free evaluation): random logits of
+    every scale stay inside, near-one-hot logits reach each end to 1e-12, and the band is one nat wide."""
+    from lmcore.course.softmax_nll.band import double_softmax_band_reference as band
+
+    g = torch.Generator().manual_seed(0)
+    for V in (2, 3, 7, 1000):
+        low, high = band(V)
+        assert high - low == pytest.approx(1.0, abs=1e-12)
+        z = (
+            torch.randn(4000, V, generator=g, dtype=torch.float64)
+            * torch.logspace(-2, 2, 4000, dtype=torch.float64)[:, None]
+        )
+        y = torch.randint(V, (4000,), generator=g)
+        bug = F.cross_entropy(torch.softmax(z, -1), y, reduction="none")
+        assert low - 1e-12 <= float(bug.min()) and float(bug.max()) <= high + 1e-12  # rounding only
+        ends = []
+        for top in (0, 1):
+            z1 = torch.zeros(V, dtype=torch.float64)
+            z1[top] = 40.0
+            ends.append(float(F.cross_entropy(torch.softmax(z1, -1)[None], torch.tensor([0]))))
+        assert ends[0] == pytest.approx(low, abs=1e-12) and ends[1] == pytest.approx(high, abs=1e-12)
+    with pytest.raises(ValueError, match="V"):
+        band(1)
+    with pytest.raises(TypeError, match="V"):
+        band(3.0)

@@ -1,6 +1,7 @@
 """Notebook 01 (softmax and NLL): the code its notebook imports, one module per part.
 
 - ``lesson``: the widget's state, the double-softmax bug, and the exercise checkers.
+- ``band``: Exercise 3, the band the double-softmax bug traps the loss in, and its check.
 - ``views``: the pictures: the softmax bars, the -ln p curve, the double-softmax curves, and the
   explorer widget that redraws the bars live.
 
@@ -8,4 +9,4 @@ The notebook imports these modules (``from lmcore.course.softmax_nll import view
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "views"]
+__all__ = ["band", "lesson", "views"]

@@ -1,0 +1,149 @@
+"""Notebook 01's Exercise 3: the band the double-softmax bug traps the loss in.
+
+``F.cross_entropy(softmax(z), y)`` is ``logsumexp(p) - p_y`` with every ``p_v`` in [0, 1] and
+``sum p = 1``. It is smallest as ``p_y -> 1`` (the others -> 0): ``ln(e + V - 1) - 1 =
+ln(1 + (V - 1) / e)``; and largest as another token takes all the mass: ``ln(e + V - 1)``. Both ends
+are approached, never reached (a softmax is never exactly one-hot). The check tries vocabularies
+from 2 to a million and, on a wrong band, shows a buggy loss outside it or asks how close the loss
+can come to an end it names.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..._validate import require_int_scalar
+from ..checks import Case, apart, check
+from ..checks.guard import available
+
+__all__ = ["double_softmax_band_reference", "check_double_softmax_band"]
+
+# the vocabularies the check tries: tiny ones, where V and V - 1 differ most, to GPT-2's and beyond
+_VOCABS = (3, 2, 5, 10, 100, 1_000, 50_257, 1_000_000)
+
+
+def _tol(V: int) -> float:
+    """How far an end may be off: 1e-6, plus what float32 loses summing V exponentials (the bug
+    evaluated in float32 at V = 1,000,000 is off by about 4e-4)."""
+    return 1e-6 + 2e-9 * V
+
+
+def double_softmax_band_reference(V: int) -> tuple[float, float]:
+    """(low, high): the infimum and the supremum of ``F.cross_entropy(softmax(z), y)`` over every
+    logits ``z`` (V,) and target ``y``, in nats."""
+    V = require_int_scalar("V", V, min=2)
+    high = math.log(math.e + V - 1)
+    return high - 1.0, high
+
+
+def _buggy_loss(V: int, top: int, y: int, gap: float) -> float:
+    """The bug's loss, float64, for logits ``gap`` at index ``top`` and 0 elsewhere, target ``y``."""
+    z = torch.zeros(V, dtype=torch.float64)
+    z[top] = gap
+    return float(F.cross_entropy(torch.softmax(z, -1)[None], torch.tensor([y])))
+
+
+def _as_band(got):
+    """Two finite floats (low, high) from any pair of real numbers (tuple, list, array, tensor), else None."""
+    if isinstance(got, torch.Tensor):
+        got = got.detach().cpu()
+    if isinstance(got, (torch.Tensor, np.ndarray)) and got.ndim == 1:
+        got = got.tolist()
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return None
+    out = []
+    for v in got:
+        if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return None
+        out.append(float(v))
+    return tuple(out)
+
+
+def _judge(V: int, got) -> tuple[str, str]:
+    """The learner's (low, high) against the band's ends; the question names the property it breaks
+    (an end that some loss passes, or an end no loss comes near), never the formula."""
+    band = _as_band(got)
+    if band is None:
+        return f"expected two numbers (low, high), got {got!r}", "what does your function return?"
+    low, high = band
+    true_low, true_high = double_softmax_band_reference(V)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return (
+            f"your band at V = {V:,} is ({low}, {high})",
+            "the second softmax reads numbers in [0, 1]: can the bug's loss grow without bound?",
+        )
+    if low > high:
+        return (
+            f"your low, {low:.4g}, is above your high, {high:.4g}, at V = {V:,}",
+            "which end is which?",
+        )
+    ratio = high / true_high if true_high else 0.0
+    if abs(ratio - 1 / math.log(2)) < 1e-4 and abs(low / true_low - ratio) < 1e-4:
+        return (
+            f"both ends are 1/ln 2 times the band's at V = {V:,}",
+            "the loss is in nats: which logarithm did you take?",
+        )
+    if low > true_low + _tol(V):
+        seen = _buggy_loss(V, 0, 0, 40.0)  # a confident, right model
+        a, b = apart(seen, low)
+        return (
+            f"at V = {V:,} the logits with 40 on the target and 0 elsewhere give a buggy loss of {a}, "
+            f"below your low of {b}",
+            "so your low is no bound: how small can the bug's loss get at V tokens, and why there?",
+        )
+    if high < true_high - _tol(V):
+        seen = _buggy_loss(V, 1, 0, 40.0)  # a confident, wrong model
+        a, b = apart(seen, high)
+        return (
+            f"at V = {V:,} the logits with 40 on a token other than the target and 0 elsewhere give a "
+            f"buggy loss of {a}, above your high of {b}",
+            "so your high is no bound: how large can the bug's loss get at V tokens, and why there?",
+        )
+    if low < true_low - _tol(V):
+        a, b = apart(low, true_low)
+        return (
+            f"your low at V = {V:,} is {a}, and no logits bring the buggy loss below {b}",
+            "your low is below every loss the bug can give: which probabilities does the bug's "
+            "cross-entropy read at its smallest, and what is its value there?",
+        )
+    if high > true_high + _tol(V):
+        a, b = apart(high, true_high)
+        return (
+            f"your high at V = {V:,} is {a}, and no logits bring the buggy loss above {b}",
+            "your high is above every loss the bug can give: which probabilities does the bug's "
+            "cross-entropy read at its largest, and what is its value there?",
+        )
+    return "", ""
+
+
+def _cases() -> list[Case]:
+    return [Case((V,), label=f"V = {V:,}") for V in _VOCABS]
+
+
+def check_double_softmax_band(fn, *, quiet: bool = False):
+    """Grade ``fn(V) -> (low, high)``: the ends of the band ``F.cross_entropy(softmax(z), y)`` stays
+    in, for vocabularies from 2 to a million, each within 1e-6 (more at large V, where float32 sums lose digits). Evaluating the bug at logits of
+    your choosing is allowed; the course's own answer is not."""
+    own = "lmcore.course.softmax_nll.band.double_softmax_band_reference"
+    return check(
+        "the double-softmax band",
+        fn,
+        None,
+        _cases(),
+        judge=_judge,
+        hint=(
+            "The bug's loss is the cross-entropy of probabilities fed in as logits. Try it on logits of "
+            "your own at a small V: which logits push it down, which push it up, and does it stop?",
+            "the loss is logsumexp(p) - p_y with every p_v in [0, 1]: smallest as p_y -> 1 (the others 0), "
+            "ln(e + V - 1) - 1; largest as another token takes all of p, ln(e + V - 1).",
+        ),
+        quiet=quiet,
+        forbid={name: "that is the course's own answer: find the band yourself" for name in available([own])},
+    )
