@@ -197,10 +197,10 @@ def test_an_exercise_the_course_added_later_is_named_so(course, tmp_path):
 
 
 def test_a_two_part_hint_is_found_nudge_first():
-    """check_mean_nll's hint is a (nudge, full) pair: show_solution gives both, the nudge first."""
-    hints = solutions.hints_of("check_mean_nll")
-    assert len(hints) == 2 and hints[0].startswith("which of the exercise's four properties")
-    assert "max trick" in hints[1]
+    """check_fit_temperature's hint is a (nudge, full) pair: show_solution gives both, the nudge first."""
+    hints = solutions.hints_of("check_fit_temperature")
+    assert len(hints) == 2 and hints[0].startswith("Print the batch's loss at a range of T")
+    assert "bisect on its sign" in hints[1]
 
 
 def test_every_function_exercise_has_a_hint_for_show_solution():

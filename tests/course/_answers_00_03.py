@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 00-03 (issue 38): surprise; stable_softmax, nll_from_logits,
-double_softmax_band, mean_nll; my_ce_grad, numerical_gradient, smoothed_ce_grad, tied_grads; my_per_position_nll,
+double_softmax_band, fit_temperature; my_ce_grad, numerical_gradient, smoothed_ce_grad, tied_grads; my_per_position_nll,
 my_causal_lm_loss, my_loss_and_grad_norm. See ``_answers.py`` for what each entry holds."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from lmcore.course.gradients import lesson as grad_lesson
 from lmcore.course.sequence import colleague
 from lmcore.course.sequence import exercises as seq
 from lmcore.course.softmax_nll import band as sm_band
+from lmcore.course.softmax_nll import calibration as sm_calibration
 from lmcore.course.softmax_nll import lesson as sm_lesson
 from lmcore.course.start import lesson as start_lesson
 from lmcore.loss import causal_lm_loss
@@ -292,7 +293,7 @@ ANSWERS["double_softmax_band"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 01: mean NLL at T, some ignored
+# ---------------------------------------------------------------- 01: the temperature that fits
 
 
 def _mean_nll_loop(Z, y, T=1.0):
@@ -319,87 +320,123 @@ def _mean_nll_masked_weights(Z, y, T=1.0):  # every row scored, then a 0/1 weigh
     S = Z / T
     w = (y != -100).astype(np.float64)
     picked = S[np.arange(len(S)), np.where(y == -100, 0, y)]
-    lse = np.logaddexp.reduce(S, axis=1)
+    m = S.max(axis=1)
+    lse = m + np.log(np.exp(S - m[:, None]).sum(axis=1))
     return float(((lse - picked) * w).sum() / w.sum())
 
 
-def _mean_nll_columns(Z, y, T=1.0):  # the transposed layout (V, N): reductions over axis 0
+def _golden(loss, Z, y, lo=1e-3, hi=1e4, steps=120):
+    """Golden-section search of loss(Z, y, T) over log T; returns (T, the loss at T)."""
+    a, b, g = math.log(lo), math.log(hi), (math.sqrt(5) - 1) / 2
+    for _ in range(steps):
+        c, d = b - g * (b - a), a + g * (b - a)
+        if loss(Z, y, math.exp(c)) < loss(Z, y, math.exp(d)):
+            b = d
+        else:
+            a = c
+    T = math.exp((a + b) / 2)
+    return T, loss(Z, y, T)
+
+
+def _fit_newton(Z, y):  # Newton on beta = 1 / T: slope mean(E_p[z] - z_y), curvature mean(Var_p z)
     keep = y != -100
-    S = (Z[keep] / T).T
-    m = S.max(axis=0)
-    lse = m + np.log(np.exp(S - m).sum(axis=0))
-    return float(np.mean(lse - S[y[keep], np.arange(S.shape[1])]))
+    S, t = Z[keep], Z[keep][np.arange(keep.sum()), y[keep]]
+    beta = 1.0 / max(float(S.std()), 1e-12)
+    for _ in range(200):
+        a = beta * S
+        p = np.exp(a - a.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        mean_z = (p * S).sum(axis=1)
+        slope, curve = (mean_z - t).mean(), ((p * S * S).sum(axis=1) - mean_z**2).mean()
+        beta = max(beta - slope / curve, beta / 4)  # a damped step keeps beta positive
+    return 1.0 / beta, _mean_nll_loop(Z, y, 1.0 / beta)
 
 
-@functools.wraps(_mean_nll_loop)
-def _mean_nll_wrapped(Z, y, T=1.0):
-    return _mean_nll_columns(Z, y, T)
+def _fit_grid_refined(Z, y):  # a log grid, then finer grids around the best point
+    lo, hi = -3.0, 4.0
+    for _ in range(8):
+        Ts = np.logspace(lo, hi, 101)
+        k = int(np.argmin([_mean_nll_masked_weights(Z, y, T) for T in Ts]))
+        lo, hi = math.log10(Ts[max(k - 1, 0)]), math.log10(Ts[min(k + 1, 100)])
+    T = float(Ts[k])
+    return T, _mean_nll_masked_weights(Z, y, T)
 
 
-def _mean_nll_rows(Z, y, T, divide):
+@functools.wraps(_fit_newton)
+def _fit_wrapped(Z, y):
+    return _fit_newton(Z, y)
+
+
+def _mean_nll_divided_by(Z, y, T, divide):
     keep = y != -100
     S = Z[keep] / T
     per_row = np.logaddexp.reduce(S, axis=1) - S[np.arange(len(S)), y[keep]]
     return float(per_row.sum() / divide(y))
 
 
-def _mean_nll_batch_max(Z, y, T=1.0):  # one max for the whole batch, not one per row
-    S = np.asarray(Z, dtype=np.float64) / T
-    with np.errstate(divide="ignore"):
-        lse = S.max() + np.log(np.exp(S - S.max()).sum(axis=1))
-    keep = y != -100
-    return float((lse[keep] - S[keep, y[keep]]).mean())
-
-
-def _mean_nll_wrong_axis(Z, y, T=1.0):  # LogSumExp over the positions (axis 0), not the vocabulary
-    S, keep = Z / T, y != -100
-    lse = np.logaddexp.reduce(S, axis=0)  # (V,)
-    return float(np.mean(lse[y[keep]] - S[keep, y[keep]]))
-
-
-ANSWERS["mean_nll"] = Answers(
-    check=sm_lesson.check_mean_nll,
+ANSWERS["fit_temperature"] = Answers(
+    check=sm_calibration.check_fit_temperature,
     right={
-        "loop_fsum": _mean_nll_loop,
-        "float32": _mean_nll_float32,
-        "masked_weights": _mean_nll_masked_weights,
-        "columns_layout": _mean_nll_columns,
-        "wrapped": _mean_nll_wrapped,
+        "golden_section_fsum_loop": lambda Z, y: _golden(_mean_nll_loop, Z, y),
+        "float32_golden_section": lambda Z, y: tuple(
+            np.float32(v) for v in _golden(_mean_nll_float32, Z, y, steps=60)
+        ),
+        "newton_on_beta": _fit_newton,
+        "refined_grid_masked_weights": _fit_grid_refined,
+        "wrapped": _fit_wrapped,
     },
     wrong={
-        "divides_by_all_rows": lambda Z, y, T=1.0: _mean_nll_rows(Z, y, T, len),
-        "sums": lambda Z, y, T=1.0: _mean_nll_rows(Z, y, T, lambda y: 1),
-        "ignores_T": lambda Z, y, T=1.0: _mean_nll_loop(Z, y, 1.0),
-        "T_after_the_log": lambda Z, y, T=1.0: _mean_nll_loop(Z, y, 1.0) / T,
-        "times_T": lambda Z, y, T=1.0: _mean_nll_loop(Z * T, y, 1.0),
-        "ignored_as_token_0": lambda Z, y, T=1.0: _mean_nll_loop(Z, np.where(y == -100, 0, y), T),
-        "via_probabilities": lambda Z, y, T=1.0: float(
-            np.mean(
-                [
-                    -np.log(np.exp(z / T - (z / T).max())[t] / np.exp(z / T - (z / T).max()).sum())
-                    for z, t in zip(Z, y)
-                    if t != -100
-                ]
-            )
+        "a_coarse_grid": lambda Z, y: min(
+            ((T, _mean_nll_loop(Z, y, T)) for T in np.logspace(-3, 4, 500)), key=lambda r: r[1]
         ),
-        "logsumexp_over_positions": _mean_nll_wrong_axis,
-        "T_only_in_the_logsumexp": lambda Z, y, T=1.0: float(
-            np.mean([np.logaddexp.reduce(z / T) - z[t] for z, t in zip(Z, y) if t != -100])
+        "too_few_steps": lambda Z, y: _golden(_mean_nll_loop, Z, y, steps=12),
+        "ignored_rows_scored_as_token_0": lambda Z, y: _golden(
+            lambda Z, y, T: _mean_nll_loop(Z, np.where(y == -100, 0, y), T), Z, y
         ),
-        "max_over_the_whole_batch": _mean_nll_batch_max,
-        "median_of_the_losses": lambda Z, y, T=1.0: float(
-            np.median([np.logaddexp.reduce(z / T) - z[t] / T for z, t in zip(Z, y) if t != -100])
+        "multiplies_by_T": lambda Z, y: _golden(lambda Z, y, T: _mean_nll_loop(Z, y, 1.0 / T), Z, y),
+        "divides_by_all_rows": lambda Z, y: (
+            _golden(_mean_nll_loop, Z, y)[0],
+            _mean_nll_divided_by(Z, y, _golden(_mean_nll_loop, Z, y)[0], len),
         ),
+        "the_loss_at_T_1": lambda Z, y: (_golden(_mean_nll_loop, Z, y)[0], _mean_nll_loop(Z, y, 1.0)),
+        "the_loss_summed": lambda Z, y: (
+            _golden(_mean_nll_loop, Z, y)[0],
+            _mean_nll_divided_by(Z, y, _golden(_mean_nll_loop, Z, y)[0], lambda y: 1),
+        ),
+        "T_only_in_the_logsumexp": lambda Z, y: _golden(
+            lambda Z, y, T: float(
+                np.mean([np.logaddexp.reduce(z / T) - z[t] for z, t in zip(Z, y) if t != -100])
+            ),
+            Z,
+            y,
+            hi=1e3,
+        ),
+        "returns_T_only": lambda Z, y: _golden(_mean_nll_loop, Z, y)[0],
     },
     first_hints={
-        "max_over_the_whole_batch": "is it the right one for every row?",
-        "median_of_the_losses": "does every scored position count the same",
+        "a_coarse_grid": "how does your search know it has arrived",
+        "too_few_steps": "how does your search know it has arrived",
+        "ignored_rows_scored_as_token_0": "which rows does the loss leave out?",
+        "multiplies_by_T": "divide the logits by T, or multiply them?",
+        "divides_by_all_rows": "which count did you divide by",
+        "the_loss_at_T_1": "at which temperature does the loss you return belong?",
+        "returns_T_only": "what does your function return?",
     },
     refused={
-        "reference": (lambda Z, y, T=1.0: sm_lesson.mean_nll_reference(Z, y, T), "write it yourself"),
+        "reference": (
+            lambda Z, y: (
+                sm_calibration.best_temperature(Z, y),
+                sm_lesson.mean_nll_reference(Z, y, sm_calibration.best_temperature(Z, y)),
+            ),
+            "write it yourself",
+        ),
         "torch_cross_entropy": (
-            lambda Z, y, T=1.0: float(
-                F.cross_entropy(torch.from_numpy(Z / T), torch.from_numpy(y), ignore_index=-100)
+            lambda Z, y: _golden(
+                lambda Z, y, T: float(
+                    F.cross_entropy(torch.from_numpy(Z / T), torch.from_numpy(y), ignore_index=-100)
+                ),
+                Z,
+                y,
             ),
             "write it yourself",
         ),

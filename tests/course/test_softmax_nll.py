@@ -14,6 +14,8 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from lmcore.course.softmax_nll import band as B  # noqa: E402
+from lmcore.course.softmax_nll import calibration as C  # noqa: E402
 from lmcore.course.softmax_nll import lesson as S  # noqa: E402
 from lmcore.course.softmax_nll import views as SV  # noqa: E402
 
@@ -225,9 +227,9 @@ def test_checkers_say_not_attempted_for_stub(capsys):
         raise NotImplementedError
 
     assert not S.check_stable_softmax(stub) and not S.check_nll_from_logits(stub)
-    assert not S.check_mean_nll(stub)
+    assert not C.check_fit_temperature(stub) and not B.check_double_softmax_band(stub)
     out = capsys.readouterr().out
-    assert out.count("not attempted yet") == 3 and "fail" not in out
+    assert out.count("not attempted yet") == 4 and "fail" not in out
 
 
 def _log_of_stable_softmax(z, y):  # underflows: p_y = 0 for z=[1000, 0], y=1
@@ -297,7 +299,7 @@ def test_nll_checker_rejects_the_reference_and_library_calls(cheat, capsys):
     assert "your function called" in capsys.readouterr().out
 
 
-# ---------------------------------------------------------------- exercise 3: the mean NLL at T
+# ---------------------------------------------------------------- exercise 4: the temperature that fits
 
 
 def _mean_nll_loop(Z, y, T=1.0):  # independent: a plain loop over math.exp
@@ -312,53 +314,12 @@ def _mean_nll_loop(Z, y, T=1.0):  # independent: a plain loop over math.exp
     return total / n
 
 
-def _lse_rows(Z):
-    m = Z.max(axis=1, keepdims=True)
-    return (m + np.log(np.exp(Z - m).sum(axis=1, keepdims=True)))[:, 0]
-
-
-def _vectorised(Z, y, T=1.0):
-    Z = np.asarray(Z, dtype=np.float64) / T
-    keep = y != -100
-    rows = Z[keep]
-    return float((_lse_rows(rows) - rows[np.arange(len(rows)), y[keep]]).mean())
-
-
-def _divides_by_all_rows(Z, y, T=1.0):
-    Z = np.asarray(Z, dtype=np.float64) / T
-    keep = y != -100
-    rows = Z[keep]
-    return float((_lse_rows(rows) - rows[np.arange(len(rows)), y[keep]]).sum() / len(y))
-
-
-def _sums(Z, y, T=1.0):
-    return _vectorised(Z, y, T) * int((y != -100).sum())
-
-
-def _ignores_T(Z, y, T=1.0):
-    return _vectorised(Z, y, 1.0)
-
-
-def _T_after_the_log(Z, y, T=1.0):  # log_softmax(z) / T is not log_softmax(z / T)
-    return _vectorised(Z, y, 1.0) / T
-
-
-def _via_probabilities(Z, y, T=1.0):
-    Z = np.asarray(Z, dtype=np.float64) / T
-    E = np.exp(Z - Z.max(axis=1, keepdims=True))
-    P = E / E.sum(axis=1, keepdims=True)
-    keep = y != -100
-    return float(-np.log(P[keep, y[keep]]).mean())
-
-
-def _ignored_as_token_0(Z, y, T=1.0):
-    y = np.where(y == -100, 0, y)
-    return _vectorised(Z, y, T)
-
-
 def test_mean_nll_reference_matches_a_loop_and_validates():
-    for case in S._mean_nll_cases():
-        assert math.isclose(S.mean_nll_reference(*case.args), _mean_nll_loop(*case.args), rel_tol=1e-12)
+    for case in C._cases():
+        for T in (0.3, 1.0, 7.0):
+            assert math.isclose(
+                S.mean_nll_reference(*case.args, T), _mean_nll_loop(*case.args, T), rel_tol=1e-12
+            )
     with pytest.raises(ValueError, match="at least one"):
         S.mean_nll_reference(np.zeros((2, 3)), np.array([-100, -100]))
     with pytest.raises(ValueError, match="T"):
@@ -367,49 +328,35 @@ def test_mean_nll_reference_matches_a_loop_and_validates():
         S.mean_nll_reference(np.zeros(3), np.array([0]))
 
 
-def test_mean_nll_checker_accepts_correct_answers(capsys):
-    assert S.check_mean_nll(_mean_nll_loop) and S.check_mean_nll(_vectorised)
-    out, err = capsys.readouterr()
-    assert out.count("✓ pass") == 2 and err == ""
+def test_best_temperature_is_the_bottom_of_a_dense_grid():
+    """Against brute force: no T on a dense log grid around it beats it, and its neighbours a
+    relative 1e-3 away are worse on both sides."""
+    for case in C._cases():
+        Z, y = case.args
+        best = C.best_temperature(Z, y)
+        assert 0.1 < best < 1000  # as the exercise says
+        at_best = _mean_nll_loop(Z, y, best)
+        grid = best * np.exp(np.linspace(-3, 3, 2001))
+        assert min(_mean_nll_loop(Z, y, T) for T in grid) >= at_best - 1e-12
+        assert _mean_nll_loop(Z, y, best * 1.001) > at_best and _mean_nll_loop(Z, y, best / 1.001) > at_best
 
 
-@pytest.mark.parametrize(
-    "wrong",
-    [_divides_by_all_rows, _sums, _ignores_T, _T_after_the_log, _via_probabilities, _ignored_as_token_0],
-)
-def test_mean_nll_checker_rejects_plausible_mistakes(wrong, capsys):
-    assert not S.check_mean_nll(wrong)
-    out, err = capsys.readouterr()
-    assert out.startswith("✗ fail") and err == "" and len(out.splitlines()) == 1
+def test_best_temperature_refuses_a_batch_with_no_finite_best():
+    top = np.array([[3.0, 0.0], [0.0, 3.0]])
+    with pytest.raises(ValueError, match="T -> 0"):
+        C.best_temperature(top, np.array([0, 1]))  # every target on top: the loss falls as T -> 0
+    with pytest.raises(ValueError, match="T grows"):
+        C.best_temperature(top, np.array([1, 0]))  # every target at the bottom
+    with pytest.raises(ValueError, match="at least one"):
+        C.best_temperature(top, np.array([-100, -100]))
 
 
-def test_mean_nll_checker_asks_the_right_question(capsys):
-    assert not S.check_mean_nll(_divides_by_all_rows)
-    assert "which count did you divide by" in capsys.readouterr().out
-    assert not S.check_mean_nll(_sums)
-    assert "what did you divide the total by" in capsys.readouterr().out
+def test_fit_temperature_nudge_asks_a_question_without_the_method(capsys):
+    from lmcore.course.solutions import hints_of
 
-
-@pytest.mark.parametrize(
-    "cheat",
-    [
-        lambda Z, y, T=1.0: float(
-            F.cross_entropy(torch.from_numpy(np.asarray(Z) / T), torch.from_numpy(y), ignore_index=-100)
-        ),
-        lambda Z, y, T=1.0: S.mean_nll_reference(Z, y, T),
-        lambda Z, y, T=1.0: float(
-            np.mean([__import__("lmcore").handcalc.nll(z / T, t) for z, t in zip(Z, y) if t != -100])
-        ),
-        lambda Z, y, T=1.0: float(
-            -F.log_softmax(torch.from_numpy(Z / T), -1)[torch.from_numpy(y != -100)]
-            .gather(1, torch.from_numpy(y[y != -100])[:, None])
-            .mean()
-        ),
-    ],
-)
-def test_mean_nll_checker_rejects_the_reference_and_library_calls(cheat, capsys):
-    assert not S.check_mean_nll(cheat)
-    assert "your function called" in capsys.readouterr().out
+    nudge, full = hints_of("check_fit_temperature")
+    assert nudge.rstrip().endswith("?") and "beta" not in nudge and "bisect" not in nudge
+    assert "bisect" in full
 
 
 # ---------------------------------------------------------------- float32 answers (issue 38)
@@ -421,28 +368,11 @@ def _nll_float32(z, y):  # the notebook's solution, computed in float32
     return float(m + np.log(np.exp(z32 - m).sum()) - z32[y])
 
 
-def _mean_nll_float32(Z, y, T=1.0):
-    keep = y != -100
-    S = np.asarray(Z[keep], dtype=np.float32) / np.float32(T)
-    m = S.max(axis=1, keepdims=True)
-    lse = m[:, 0] + np.log(np.exp(S - m).sum(axis=1))
-    return float((lse - S[np.arange(len(S)), y[keep]]).mean())
-
-
-def test_nll_and_mean_nll_checkers_accept_a_float32_answer(capsys):
+def test_nll_checker_accepts_a_float32_answer(capsys):
     """Issue 38: a float32 answer is right. It was rejected at z = [2, 1, 0] (expected 1.407606,
-    got 1.4076061) and at T = 0.5 (0.126928 vs 0.1269279) under an rtol of 1e-7."""
+    got 1.4076061) under an rtol of 1e-7."""
     assert S.check_nll_from_logits(_nll_float32)
-    assert S.check_mean_nll(_mean_nll_float32)
-    out = capsys.readouterr().out
-    assert out.count("✓ pass") == 2
-
-
-def test_mean_nll_nudge_asks_a_question_without_the_formula(capsys):
-    from lmcore.course.solutions import hints_of
-
-    nudge = hints_of("check_mean_nll")[0]
-    assert nudge.rstrip().endswith("?") and "logsumexp" not in nudge and "/ T" not in nudge
+    assert capsys.readouterr().out.count("✓ pass") == 1
 
 
 def test_double_softmax_band_is_where_the_bug_lives():

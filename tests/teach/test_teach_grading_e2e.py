@@ -1,6 +1,7 @@
 """Grading the graders: generated submissions go through nbgrader's autograder (make grade).
 
-Notebooks 00 and 01 (four exercises: surprise, stable_softmax, nll_from_logits, mean_nll) are stamped,
+Notebooks 00 and 01 (five exercises: surprise, stable_softmax, nll_from_logits, double_softmax_band,
+fit_temperature) are stamped,
 released with ``nbgrader generate_assignment`` and answered in seven ways (plus one unreadable file); every submission is
 graded once by :func:`lmcore.course.build.grade.grade_submissions` with a 20 s limit per cell.
 """
@@ -19,7 +20,13 @@ from lmcore.course.build.grade import grade_submissions  # noqa: E402
 pytestmark = pytest.mark.slow
 
 NAMES = ["00_start_here", "01_softmax_and_nll"]
-EXERCISES = ["00_surprise", "01_stable_softmax", "01_nll_from_logits", "01_mean_nll"]
+EXERCISES = [
+    "00_surprise",
+    "01_stable_softmax",
+    "01_nll_from_logits",
+    "01_double_softmax_band",
+    "01_fit_temperature",
+]
 TIMEOUT = 20
 
 
@@ -35,7 +42,8 @@ def _submissions(tmp):
             (NAMES[0], "surprise"),
             (NAMES[1], "stable_softmax"),
             (NAMES[1], "nll_from_logits"),
-            (NAMES[1], "mean_nll"),
+            (NAMES[1], "double_softmax_band"),
+            (NAMES[1], "fit_temperature"),
         ]
     }
 
@@ -149,45 +157,45 @@ def test_grades_csv_has_one_row_per_student_and_one_column_per_exercise(graded):
             ]
         )
     )
-    assert report["max"] == 4
+    assert report["max"] == 5
 
 
 def test_reference_solutions_score_full_marks(graded):
     _, rows, feedback = graded
-    assert _scores(rows, "reference") == [1, 1, 1, 1, 4]
-    assert feedback["reference"].count("✓ pass") == 4
+    assert _scores(rows, "reference") == [1, 1, 1, 1, 1, 5]
+    assert feedback["reference"].count("✓ pass") == 5
 
 
 def test_untouched_student_edition_scores_zero_everywhere(graded):
     _, rows, feedback = graded
-    assert _scores(rows, "untouched") == [0, 0, 0, 0, 0]
-    assert feedback["untouched"].count("not attempted yet") == 4
+    assert _scores(rows, "untouched") == [0, 0, 0, 0, 0, 0]
+    assert feedback["untouched"].count("not attempted yet") == 5
 
 
 def test_one_wrong_answer_loses_exactly_that_exercise(graded):
     _, rows, feedback = graded
-    assert _scores(rows, "one_wrong") == [1, 0, 1, 1, 3]
+    assert _scores(rows, "one_wrong") == [1, 0, 1, 1, 1, 4]
     assert "✗ fail stable softmax" in feedback["one_wrong"] and "Hint:" in feedback["one_wrong"]
 
 
 def test_an_endless_loop_times_out_and_loses_only_that_exercise(graded):
     report, rows, feedback = graded
-    assert _scores(rows, "endless_loop") == [1, 1, 0, 1, 3]
+    assert _scores(rows, "endless_loop") == [1, 1, 0, 1, 1, 4]
     assert f"stopped after the {TIMEOUT} s limit per cell" in feedback["endless_loop"]
     assert report["seconds"]["endless_loop"] >= TIMEOUT
 
 
 def test_a_syntax_error_loses_only_what_depends_on_it(graded):
     _, rows, feedback = graded
-    assert _scores(rows, "syntax_error") == [1, 0, 1, 1, 3]
+    assert _scores(rows, "syntax_error") == [1, 0, 1, 1, 1, 4]
     assert "NameError" in feedback["syntax_error"]
 
 
 def test_redefined_checks_and_edited_or_deleted_test_cells_are_graded_by_the_instructors_cells(graded):
     report, rows, feedback = graded
-    assert _scores(rows, "deleted_test") == [1, 0, 1, 1, 3]
+    assert _scores(rows, "deleted_test") == [1, 0, 1, 1, 1, 4]
     assert "✗ fail stable softmax" in feedback["deleted_test"]
-    assert _scores(rows, "cheater") == [0, 0, 0, 1, 1]  # mean_nll answered honestly
+    assert _scores(rows, "cheater") == [0, 0, 0, 1, 1, 2]  # the band and fit_temperature answered honestly
     text = feedback["cheater"]
     assert "✗ fail surprise" in text and "✗ fail stable softmax" in text and "✗ fail NLL" in text
     notes = " ".join(report["notes"]["cheater"])
@@ -198,7 +206,7 @@ def test_redefined_checks_and_edited_or_deleted_test_cells_are_graded_by_the_ins
 
 def test_an_unreadable_or_missing_notebook_scores_zero_and_grading_goes_on(graded):
     report, rows, feedback = graded
-    assert _scores(rows, "broken") == [0, 0, 0, 0, 0]
+    assert _scores(rows, "broken") == [0, 0, 0, 0, 0, 0]
     assert "not a readable notebook" in feedback["broken"]
 
 
@@ -206,7 +214,7 @@ def test_the_class_report_counts_pass_rates_reasons_timeouts_and_broken_files(gr
     report, rows, _ = graded
     out = report["course"].parent
     md = (out / "class.md").read_text()
-    assert md.startswith("# Class report: 8 students, 4 exercises")
+    assert md.startswith("# Class report: 8 students, 5 exercises")
     table = {r.split(" | ")[0].lstrip("| "): r for r in md.splitlines() if r.startswith("| 0")}
     # stable softmax: reference and endless_loop pass; the naive softmax fails twice (one_wrong,
     # deleted_test) on the same input: the most frequent reason, with its hint's misconception
@@ -226,8 +234,8 @@ def test_the_class_report_counts_pass_rates_reasons_timeouts_and_broken_files(gr
     assert "**endless_loop**: 01_nll_from_logits: stopped after the 20 s limit" in trouble
     assert "**broken**:" in trouble and "not a readable notebook" in trouble
     assert "**reference**" not in trouble and "**one_wrong**" not in trouble
-    assert "| reference | ✓ | ✓ | ✓ | ✓ | 4 |" in md and "| endless_loop | ✓ | ✓ | ⏱ | ✓ | 3 |" in md
-    assert "| broken | — | — | — | — | 0 |" in md and "| untouched | … | … | … | … | 0 |" in md
+    assert "| reference | ✓ | ✓ | ✓ | ✓ | ✓ | 5 |" in md and "| endless_loop | ✓ | ✓ | ⏱ | ✓ | ✓ | 4 |" in md
+    assert "| broken | — | — | — | — | — | 0 |" in md and "| untouched | … | … | … | … | … | 0 |" in md
     assert (out / "class.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -7,8 +7,6 @@ tested and shown statically; the widget (``softmax_explorer``) only wires slider
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -25,7 +23,6 @@ __all__ = [
     "check_stable_softmax",
     "check_nll_from_logits",
     "mean_nll_reference",
-    "check_mean_nll",
 ]
 
 _WRITE = "write it yourself, from np.exp and np.log"
@@ -262,114 +259,4 @@ def mean_nll_reference(Z, y, T: float = 1.0) -> float:
         raise ValueError("y must hold at least one target that is not -100.")
     return float(
         F.cross_entropy(torch.from_numpy(Z) / float(T), torch.from_numpy(y).long(), ignore_index=-100)
-    )
-
-
-def _mean_nll_cases(seed: int = 5) -> list[Case]:
-    a = np.array
-    cases = [
-        Case(
-            (
-                a([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0], [0.5, -1.0, 1.0]]),
-                a([1, -100, 0, -100]),
-                1.0,
-            ),
-            label="Z (4, 3) of small logits, y = [1, -100, 0, -100], T = 1",
-        ),
-        Case(
-            (a([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]]), a([1, 2]), 2.0),
-            label="Z = [[2, 1, 0], [0, 0, 3]], y = [1, 2], T = 2",
-        ),
-        Case(
-            (a([[1000.0, 0.0, -1000.0], [0.0, 1000.0, 999.0]]), a([1, 2]), 1.0),
-            label="Z = [[1000, 0, -1000], [0, 1000, 999]], y = [1, 2], T = 1 (p of a target underflows)",
-        ),
-        Case(
-            (a([[1000.0, 0.0, 0.0], [0.0, 1.0, 2.0]]), a([0, 2]), 1.0),
-            label="Z = [[1000, 0, 0], [0, 1, 2]], y = [0, 2], T = 1 (rows at very different levels)",
-        ),
-        Case(
-            (a([[10.0, 9.0, 0.0], [3.0, 0.0, 1.0]]), a([2, 0]), 0.01),
-            label="Z = [[10, 9, 0], [3, 0, 1]], y = [2, 0], T = 0.01 (gaps of 1000 after dividing)",
-        ),
-        Case(
-            (a([[0.0, 5.0], [5.0, 0.0], [1.0, 2.0]]), a([-100, -100, 1]), 0.5),
-            label="Z (3, 2), y = [-100, -100, 1], T = 0.5 (one valid target)",
-        ),
-        Case(
-            (
-                a([[3.0, 0.0, 0.0], [3.0, 0.0, 0.0], [3.0, 0.0, 0.0], [0.0, 0.0, 3.0], [2.0, 1.0, 0.0]]),
-                a([0, 0, 0, 1, 0]),
-                1.0,
-            ),
-            label="Z (5, 3), y = [0, 0, 0, 1, 0], T = 1 (five targets, one much costlier)",
-        ),
-    ]
-    rng = np.random.default_rng(seed)
-    for scale, T in ((1.0, 1.0), (5.0, 0.5), (300.0, 3.0), (2.0, 0.1)):
-        N, V = int(rng.integers(2, 7)), int(rng.integers(2, 9))
-        y = rng.integers(V, size=N)
-        y[rng.random(N) < 0.4] = -100
-        y[0] = int(rng.integers(V))  # at least one valid target
-        cases.append(Case((rng.normal(0.0, scale, size=(N, V)), y, T)))
-    return cases
-
-
-def _explain_mean_nll(fn, case, expected, got) -> str:
-    """A mean NLL that is not finite where the loss is: a row's logits shifted by a constant that
-    is wrong for that row (the batch's max), or a probability formed before the log."""
-    Z, _, T = case.args
-    try:
-        g = float(got)
-    except (TypeError, ValueError):
-        return ""
-    if math.isfinite(g):
-        S, y = np.asarray(Z, dtype=np.float64) / T, np.asarray(case.args[1])
-        keep = y != -100
-        losses = np.logaddexp.reduce(S[keep], axis=1) - S[keep, y[keep]]
-        if len(losses) > 2 and abs(g - float(np.median(losses))) < 1e-6 * (1 + abs(g)):
-            return (
-                f"your result, {g:.4g}, is the middle one of the batch's {len(losses)} position losses, and "
-                "it would not move if the costliest position cost twice as much: does every scored "
-                "position count the same in the number a training loop logs?"
-            )
-        return ""
-    tops = np.asarray(Z, dtype=np.float64).max(axis=1) / T
-    if tops.max() - tops.min() > 700:
-        return (
-            f"your result is {g} on a batch whose rows' largest logits (divided by T) run from "
-            f"{tops.min():.4g} to {tops.max():.4g}: which constant did you take out of each row, and "
-            "is it the right one for every row?"
-        )
-    return (
-        f"your result is {g} where the loss is an ordinary number: which step forms a number floating "
-        "point cannot hold (an exp that overflows, a probability that rounds to 0)?"
-    )
-
-
-def check_mean_nll(fn, *, quiet: bool = False):
-    """Grade ``fn(Z (N, V), y (N,), T) -> float``: the mean NLL at temperature T over the targets
-    that are not -100, finite at logits of 1000 and at T = 0.01, from np.exp and np.log alone."""
-    return check(
-        "mean NLL at temperature T",
-        fn,
-        mean_nll_reference,
-        _mean_nll_cases(),
-        hint=(
-            "which of the exercise's four properties does your number break? Try it on a batch with "
-            "one more position whose target is -100, on the batch written twice, and on one scored "
-            "position: where does T go, and what do you divide by?",
-            "skip the rows whose target is -100 and divide by the number of rows kept; softmax(z / T) "
-            "divides every logit by T first, then logsumexp(z / T) - z[y] / T, with the max trick.",
-        ),
-        # a float32 answer is right: a few float32 spacings of the largest logit / T
-        atol=lambda Z, y, T=1.0: float32_atol(np.asarray(Z) / T),
-        rtol=1e-6,
-        quiet=quiet,
-        forbid=_forbid(_LOSSES + ["lmcore.course.softmax_nll.lesson.mean_nll_reference"]),
-        explain=_explain_mean_nll,
-        ratio_hints={
-            0.5: "half the expected: which count did you divide by, and which rows does it include?",
-            2.0: "twice the expected: what did you divide the total by?",
-        },
     )
