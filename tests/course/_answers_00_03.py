@@ -1,6 +1,6 @@
 """The answer matrix of notebooks 00-03 (issue 38): surprise; stable_softmax, nll_from_logits,
 double_softmax_band, fit_temperature; my_ce_grad, numerical_gradient, smoothed_ce_grad, tied_grads; my_per_position_nll,
-my_causal_lm_loss, my_loss_and_grad_norm. See ``_answers.py`` for what each entry holds."""
+colleague_faults, symptom_batches, my_loss_and_grad_norm. See ``_answers.py`` for what each entry holds."""
 
 from __future__ import annotations
 
@@ -1032,175 +1032,6 @@ ANSWERS["my_per_position_nll"] = Answers(
 )
 
 
-# ---------------------------------------------------------------- 03: the causal-LM loss by hand
-
-
-def _lm_gather(z, y, eps):
-    logp = torch.log_softmax(z[:, :-1], dim=-1)
-    target = y[:, 1:]
-    valid = target != -100
-    nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
-    per_target = (1 - eps) * nll - eps * logp.mean(-1)
-    return (per_target * valid).sum() / valid.sum()
-
-
-def _lm_float32_boolean_index(z, y, eps):  # flatten, keep the valid rows, index them (float32 throughout)
-    V = z.shape[-1]
-    logp = torch.log_softmax(z[:, :-1].float(), dim=-1).reshape(-1, V)
-    target = y[:, 1:].reshape(-1)
-    keep = target != -100
-    kept = logp[keep]
-    return -((1 - eps) * kept[torch.arange(len(kept)), target[keep]] + eps * kept.mean(-1)).mean()
-
-
-def _lm_lse_minus_logits(z, y, eps):  # -log p_v = logsumexp - z_v: no log-probabilities at all
-    target = y[:, 1:]
-    w = (target != -100).to(z.dtype)
-    logits = z[:, :-1]
-    picked = logits.gather(-1, target.clamp(min=0)[..., None])[..., 0]
-    per_target = torch.logsumexp(logits, -1) - (1 - eps) * picked - eps * logits.mean(-1)
-    return (per_target * w).sum() / w.sum()
-
-
-def _lm_soft_target(z, y, eps):  # q written out as a dense (N, L-1, V) tensor, then -sum q log p
-    target = y[:, 1:]
-    valid = target != -100
-    V = z.shape[-1]
-    logp = torch.log_softmax(z[:, :-1].double(), dim=-1)
-    q = (1 - eps) * F.one_hot(target.clamp(min=0), V) + eps / V
-    return (-(q * logp).sum(-1)[valid].sum() / valid.sum()).float()
-
-
-def _lm_rows(z, y, eps):  # row by row, a running sum and count (a row may have none)
-    total, count = torch.zeros((), dtype=torch.float64), 0
-    for row, labels in zip(z, y):
-        logp = torch.log_softmax(row[:-1].double(), -1)
-        for t, label in enumerate(labels[1:].tolist()):
-            if label != -100:
-                total -= (1 - eps) * logp[t, label] + eps * logp[t].mean()
-                count += 1
-    return total / count
-
-
-def _lm_smoothing_detached(z, y, eps):  # the uniform part computed from detached log-probabilities
-    logp = torch.log_softmax(z[:, :-1], dim=-1)
-    target = y[:, 1:]
-    valid = target != -100
-    nll = -logp.gather(-1, target.masked_fill(~valid, 0)[..., None])[..., 0]
-    per_target = (1 - eps) * nll - eps * logp.detach().mean(-1)
-    return (per_target * valid).sum() / valid.sum()
-
-
-_lm_wrapped = functools.wraps(_lm_gather)(lambda z, y, eps: _lm_rows(z, y, eps))
-
-
-def _lm_wrong(z, y, eps, *, shift=True, mask=True, divide="valid", logp=None, smooth="valid", q="mean"):
-    logits, target = (z[:, :-1], y[:, 1:]) if shift else (z, y)
-    lp = torch.log_softmax(logits, -1) if logp is None else logp(logits)
-    valid = target != -100 if mask else torch.ones_like(target, dtype=torch.bool)
-    nll = -lp.gather(-1, target.clamp(min=0)[..., None])[..., 0]
-    V = z.shape[-1]
-    uniform = {
-        "mean": -lp.mean(-1),
-        "others": (-lp.sum(-1) - nll) / (V - 1),  # eps spread over the V - 1 other tokens
-        "sum": -lp.sum(-1),  # eps on every token
-    }[q]
-    weight = {"target_weight_one": 1.0, "no_smoothing": 1.0}.get(smooth, 1 - eps)
-    nll = nll * weight * valid
-    if smooth == "no_smoothing":
-        uniform = torch.zeros_like(uniform)
-    if smooth == "over_all_mean":  # the uniform term averaged over every position (07's incident)
-        return nll.sum() / valid.sum() + eps * uniform.mean()
-    if smooth == "over_all_summed":  # summed over every position, divided by the valid count
-        return nll.sum() / valid.sum() + eps * uniform.sum() / valid.sum()
-    per_target = nll + eps * uniform * valid
-    if divide == "valid":
-        return per_target.sum() / valid.sum()
-    if divide == "all":
-        return per_target.sum() / target.numel()
-    if divide == "rows":
-        return (per_target.sum(1) / valid.sum(1).clamp(min=1)).mean()
-    return per_target.sum()
-
-
-def _lm_colleague_mask_fixed(logits, labels, eps):  # the padding fixed, log(softmax) kept
-    logits, targets = logits[:, :-1], labels[:, 1:]
-    logp = torch.log(torch.softmax(logits, dim=-1))
-    valid = targets != -100
-    picked = logp.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
-    per_target = -(1 - eps) * picked - eps * logp.mean(dim=-1)
-    return (per_target * valid).sum() / valid.sum()
-
-
-ANSWERS["my_causal_lm_loss"] = Answers(
-    check=seq.check_causal_lm_loss,
-    right={
-        "gather_mask": _lm_gather,
-        "float32_boolean_index": _lm_float32_boolean_index,
-        "logsumexp_minus_logits": _lm_lse_minus_logits,
-        "soft_target_product": _lm_soft_target,
-        "rows_loop": _lm_rows,
-        "wrapped": _lm_wrapped,
-    },
-    wrong={
-        "unshifted": lambda z, y, e: _lm_wrong(z, y, e, shift=False),
-        "no_mask": lambda z, y, e: _lm_wrong(z, y, e, mask=False),
-        "mean_over_all_positions": lambda z, y, e: _lm_wrong(z, y, e, divide="all"),
-        "sum": lambda z, y, e: _lm_wrong(z, y, e, divide="sum"),
-        "row_means_averaged": lambda z, y, e: _lm_wrong(z, y, e, divide="rows"),
-        "log_of_softmax": lambda z, y, e: _lm_wrong(z, y, e, logp=lambda t: torch.log(torch.softmax(t, -1))),
-        "softmax_over_positions": lambda z, y, e: _lm_wrong(z, y, e, logp=lambda t: torch.log_softmax(t, 1)),
-        "gathers_minus_100": lambda z, y, e: (
-            -torch.log_softmax(z[:, :-1], -1).gather(-1, y[:, 1:, None]).mean()
-        ),
-        "no_smoothing": lambda z, y, e: _lm_wrong(z, y, e, smooth="no_smoothing"),
-        "smoothing_averaged_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
-        "smoothing_summed_over_padding": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_summed"),
-        "the_colleague_s_loss": colleague.colleague_smoothed_loss,
-        "the_colleague_s_with_padding_fixed": _lm_colleague_mask_fixed,
-        "the_colleague_s_with_the_log_fixed": lambda z, y, e: _lm_wrong(z, y, e, smooth="over_all_mean"),
-        "eps_over_the_other_tokens": lambda z, y, e: _lm_wrong(z, y, e, q="others"),
-        "target_weight_one": lambda z, y, e: _lm_wrong(z, y, e, smooth="target_weight_one"),
-        "eps_on_every_token": lambda z, y, e: _lm_wrong(z, y, e, q="sum"),
-        "a_python_float": lambda z, y, e: float(_lm_gather(z, y, e)),
-        "under_no_grad": torch.no_grad()(_lm_rows),
-        "smoothing_term_detached": _lm_smoothing_detached,  # the right value, the wrong gradient
-        "value_of_one_gradient_of_another": lambda z, y, e: (
-            _lm_wrong(z, y, e, smooth="no_smoothing")
-            + (_lm_gather(z, y, e) - _lm_wrong(z, y, e, smooth="no_smoothing")).detach()
-        ),
-    },
-    refused={
-        "lmcore_loss": (lambda z, y, e: causal_lm_loss(z, y, label_smoothing=e), "that is lmcore's loss"),
-        "cross_entropy_label_smoothing": (
-            lambda z, y, e: F.cross_entropy(
-                z[:, :-1].reshape(-1, z.shape[-1]), y[:, 1:].reshape(-1), label_smoothing=e
-            ),
-            "switched off",
-        ),
-    },
-    first_hints={
-        "unshifted": "on its own input token",
-        "no_mask": "scores the targets marked -100 too",
-        "mean_over_all_positions": "the ignored ones included",
-        "sum": "the sum over the targets",
-        "row_means_averaged": "each row's own mean",
-        "log_of_softmax": "an inf or a nan",
-        "softmax_over_positions": "over the positions, not over the vocabulary",
-        "no_smoothing": "which part of q have you left out?",
-        "smoothing_averaged_over_padding": "whose target is -100, and should it?",
-        "smoothing_summed_over_padding": "whose target is -100, and should it?",
-        "the_colleague_s_loss": "whose target is -100, and should it?",
-        "the_colleague_s_with_padding_fixed": "an inf or a nan",
-        "eps_over_the_other_tokens": "how much of q sits on the target?",
-        "target_weight_one": "what must q's weights add up to?",
-        "eps_on_every_token": "each of the V tokens get?",
-        "smoothing_term_detached": "does a term stop its gradient?",
-        "value_of_one_gradient_of_another": "does a term stop its gradient?",
-    },
-)
-
-
 # ---------------------------------------------------------------- 03: the colleague's faults, named
 
 
@@ -1251,6 +1082,119 @@ def _colleague_lines():
     import inspect
 
     return inspect.getsource(colleague.colleague_smoothed_loss).splitlines()
+
+
+# ---------------------------------------------------------------- 03: a batch for each of the colleague's symptoms
+
+
+def _ragged_padded(dtype=torch.float32, seed=0):
+    """Right-padded rows whose padded positions' logits are unlike the rest: 'another number'."""
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(3, 8, 10, generator=g, dtype=dtype)
+    y = torch.randint(10, (3, 8), generator=g)
+    y[0, 5:], y[2, 2:] = -100, -100
+    z[0, 4:] += 5 * torch.randn(4, 10, generator=g, dtype=dtype)
+    return z, y
+
+
+def _huge_gap(dtype=torch.float32, gap=200.0):
+    """One position whose target is far below the top logit: its float32 probability is 0."""
+    z = torch.zeros(1, 4, 6, dtype=dtype)
+    z[0, 1, 3], z[0, 1, 0] = gap, -gap
+    return z, torch.tensor([[1, 2, 0, 5]])
+
+
+def _from_numpy():
+    (z1, y1), (z2, y2) = _ragged_padded(), _huge_gap()
+    return {"another number": (z1.numpy(), y1.numpy()), "no number": (z2.numpy(), y2.numpy())}
+
+
+def _searched():  # another way: try random batches until each symptom shows
+    g = torch.Generator().manual_seed(7)
+    found = {}
+    for scale in (0.5, 1.0, 2.0, 3.0, 10.0, 30.0, 100.0, 300.0) * 4:
+        z = scale * torch.randn(2, 6, 5, generator=g)
+        y = torch.randint(5, (2, 6), generator=g)
+        y[1, 3:] = -100
+        ours = float(causal_lm_loss(z, y, label_smoothing=0.1))
+        theirs = float(colleague.colleague_smoothed_loss(z, y, 0.1))
+        if not math.isfinite(theirs):
+            found.setdefault("no number", (z, y))
+        elif abs(theirs - ours) > 1e-3 * (1 + abs(ours)) and scale < 5:  # small logits: one cause
+            found.setdefault("another number", (z, y))
+    return found
+
+
+@functools.wraps(_searched)
+def _symptoms_wrapped():
+    return {"another number": _ragged_padded(seed=3), "no number": _huge_gap(gap=400.0)}
+
+
+ANSWERS["symptom_batches"] = Answers(
+    check=colleague.check_symptom_batches,
+    right={
+        "padded_rows_and_a_huge_gap": lambda: {"another number": _ragged_padded(), "no number": _huge_gap()},
+        "float32_batches_as_lists": lambda: {
+            "another number": list(_ragged_padded()),
+            "no number": list(_huge_gap()),
+        },
+        "float64_for_another_number": lambda: {
+            "another number": _ragged_padded(torch.float64),
+            "no number": _huge_gap(torch.float64, gap=800.0),  # float64's probabilities round to 0 later
+        },
+        "numpy_arrays": _from_numpy,
+        "found_by_search": _searched,
+        "wrapped": _symptoms_wrapped,
+    },
+    no_float32="the answer is a pair of batches: the float32 batch is one of the right answers, not a computation",
+    wrong={
+        "swapped": lambda: {"another number": _huge_gap(), "no number": _ragged_padded()},
+        "nothing_ignored": lambda: {
+            "another number": (
+                _ragged_padded()[0],
+                torch.randint(10, (3, 8), generator=torch.Generator().manual_seed(1)),
+            ),
+            "no number": _huge_gap(),
+        },
+        "moderate_logits_for_no_number": lambda: {
+            "another number": _ragged_padded(),
+            "no number": _huge_gap(gap=5.0),
+        },
+        "every_target_ignored": lambda: {
+            "another number": _ragged_padded(),
+            "no number": (_huge_gap()[0], torch.full((1, 4), -100)),
+        },
+        "float64_too_small_a_gap": lambda: {
+            "another number": _ragged_padded(),
+            "no number": _huge_gap(torch.float64, gap=200.0),  # e^-400 is a float64
+        },
+        "large_logits_for_another_number": lambda: {
+            "another number": (_ragged_padded()[0] * 40, _ragged_padded()[1]),
+            "no number": _huge_gap(),
+        },
+        "one_missing": lambda: {"another number": _ragged_padded()},
+        "labels_as_floats": lambda: {
+            "another number": (_ragged_padded()[0], _ragged_padded()[1].float()),
+            "no number": _huge_gap(),
+        },
+    },
+    refused={
+        "the_course_s_batches": (colleague.symptom_batches, "the course's own answer"),
+        "the_course_s_batches_by_another_name": (
+            lambda: (lambda f: f())(colleague.symptom_batches),
+            "the course's own answer",
+        ),
+    },
+    first_hints={
+        "swapped": "that is the other symptom",
+        "nothing_ignored": "does yours have it?",
+        "moderate_logits_for_no_number": "what must the logits be like for float32",
+        "every_target_ignored": "a batch no loss can score",
+        "float64_too_small_a_gap": "what must the logits be like for float32",
+        "one_missing": "what does your function return?",
+        "labels_as_floats": "the shapes and types",
+    },
+)
 
 
 # ---------------------------------------------------------------- 03: loss and global gradient norm

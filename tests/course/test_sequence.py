@@ -10,6 +10,7 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 
 from lmcore import causal_lm_loss, shift_for_next_token  # noqa: E402
+from lmcore.course.sequence import colleague  # noqa: E402
 from lmcore.course.sequence import lesson as sq  # noqa: E402
 from lmcore.course.sequence import views as sqv  # noqa: E402
 from lmcore.model import GPT, GPTConfig  # noqa: E402
@@ -217,116 +218,35 @@ def test_the_per_position_reference_is_float64_cross_entropy_and_lmcores_loss_at
             assert torch.equal(_k_ahead_nll(z, y, 1), causal_lm_loss(z, y, reduction="none"))
 
 
-def test_check_causal_lm_loss_refuses_a_builtin_loss_bound_before_the_check(capsys):
-    """ "however you import it": a name bound before builtin_losses_off's swap is refused too."""
-    from torch.nn.functional import cross_entropy, nll_loss
-
-    def bound_ce(z, y, eps):
-        flat, target = z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1)
-        return cross_entropy(flat, target, label_smoothing=eps)
-
-    def bound_nll(z, y, eps):
-        return nll_loss(z[:, :-1].log_softmax(-1).reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1))
-
-    def private_entry(z, y, eps):
-        flat, target = z[:, :-1].reshape(-1, z.shape[-1]).float(), y[:, 1:].reshape(-1)
-        return torch._C._nn.cross_entropy_loss(flat, target, None, 1, -100, eps)
-
-    for cheat in (bound_ce, bound_nll, private_entry):
-        assert not sq.check_causal_lm_loss(cheat)
-        assert "the built-in losses are switched off" in capsys.readouterr().out
+def test_the_colleague_s_faults_show_on_the_course_s_batches_as_the_reveal_says():
+    """colleague.symptom_batches: on "another number" the colleague's loss differs from lmcore's
+    and the version with only its smoothing masked agrees (the fault is line 8's alone); on "no
+    number" it is inf or nan, lmcore's loss is finite, and log_softmax in place of log(softmax)
+    makes it finite (line 4's)."""
+    batches = colleague.symptom_batches()
+    z, y = batches["another number"]
+    ours = float(causal_lm_loss(z.double(), y, label_smoothing=0.1))
+    assert abs(float(colleague.colleague_smoothed_loss(z, y, 0.1)) - ours) > 1e-3
+    assert float(colleague.line_8_fixed(z.double(), y, 0.1)) == pytest.approx(ours, rel=1e-12)
+    z, y = batches["no number"]
+    assert not math.isfinite(float(colleague.colleague_smoothed_loss(z, y, 0.1)))
+    assert math.isfinite(float(causal_lm_loss(z, y, label_smoothing=0.1)))
+    logp = torch.log_softmax(z[:, :-1], -1)
+    assert bool(torch.isfinite(logp).all())
 
 
-def _my_smoothed_loss(z, y, eps):
-    logp = torch.log_softmax(z[:, :-1], dim=-1)
-    target = y[:, 1:]
-    valid = target != -100
-    per_target = -(1 - eps) * logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    per_target = per_target - eps * logp.mean(-1)
-    return (per_target * valid).sum() / valid.sum()
+def test_line_8_fixed_is_lmcores_smoothed_loss_where_log_of_softmax_is_exact():
+    g = torch.Generator().manual_seed(4)
+    z = torch.randn(3, 7, 9, generator=g, dtype=torch.float64)
+    y = torch.randint(9, (3, 7), generator=g)
+    y[0, 4:], y[2, 1:] = -100, -100
+    for eps in (0.0, 0.1, 0.3):
+        ref = causal_lm_loss(z, y, label_smoothing=eps)
+        assert float(colleague.line_8_fixed(z, y, eps)) == pytest.approx(float(ref), rel=1e-12)
 
 
-def test_check_causal_lm_loss_reference_is_torchs_label_smoothing_in_float64():
-    """The checker's cases against F.cross_entropy(label_smoothing=) in float64 (after the shift
-    written out by hand): an independent reference for lmcore's, on every case the learner meets."""
-    seen = []
-    sq.check_causal_lm_loss(
-        lambda z, y, eps: seen.append((z.detach(), y, eps)) or _my_smoothed_loss(z, y, eps), quiet=True
-    )
-    assert len(seen) == 6 and {eps for _, _, eps in seen} == {0.0, 0.1, 0.2, 0.3}
-    telling = 0
-    for z, y, eps in seen:
-        V = z.shape[-1]
-        ref = F.cross_entropy(
-            z[:, :-1].double().reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100, label_smoothing=eps
-        )
-        assert float(_my_smoothed_loss(z.double(), y, eps)) == pytest.approx(float(ref), rel=1e-9)
-        assert float(causal_lm_loss(z.double(), y, label_smoothing=eps)) == pytest.approx(
-            float(ref), rel=1e-9
-        )
-        if eps > 0 and bool((y[:, 1:] == -100).any()):  # where smoothing the ignored positions shows
-            logp = torch.log_softmax(z[:, :-1].double(), -1)
-            over_all = (1 - eps) * causal_lm_loss(z.double(), y) - eps * logp.mean(-1).mean()
-            assert abs(float(over_all) - float(ref)) > 1e-3
-            telling += 1
-    assert telling >= 4
-
-
-def test_check_causal_lm_loss_accepts_the_solution_and_rejects_wrong_ones(capsys):
-    assert sq.check_causal_lm_loss(_my_smoothed_loss)
-    assert "pass" in capsys.readouterr().out
-
-    def with_cross_entropy(z, y, eps):  # correct, but ignore_index does the masking for you
-        V = z.shape[-1]
-        return F.cross_entropy(
-            z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1), ignore_index=-100, label_smoothing=eps
-        )
-
-    def with_module(z, y, eps):
-        V = z.shape[-1]
-        return torch.nn.CrossEntropyLoss(label_smoothing=eps)(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1))
-
-    def with_lmcore(z, y, eps):
-        return causal_lm_loss(z, y, label_smoothing=eps)
-
-    def smoothing_over_padding(z, y, eps):  # pytorch/pytorch#73205
-        logp = torch.log_softmax(z[:, :-1], -1)
-        return (1 - eps) * _my_smoothed_loss(z, y, 0.0) - eps * logp.mean(-1).mean()
-
-    def unsmoothed(z, y, eps):
-        return _my_smoothed_loss(z, y, 0.0)
-
-    def log_of_softmax(z, y, eps):  # p underflows to 0 at logits of +-150 in float32: inf
-        sl, st = z[:, :-1], y[:, 1:]
-        valid = st != -100
-        logp = torch.log(torch.softmax(sl, -1))
-        nll = -(1 - eps) * logp.gather(-1, st.masked_fill(~valid, 0)[..., None])[..., 0] - eps * logp.mean(-1)
-        return (nll * valid).sum() / valid.sum()
-
-    def gathers_minus_100(z, y, eps):  # IndexError: -100 is not a vocabulary index
-        logp = torch.log_softmax(z[:, :-1], -1)
-        return -logp.gather(-1, y[:, 1:].unsqueeze(-1)).mean()
-
-    wrongs = (
-        with_cross_entropy,
-        with_module,
-        with_lmcore,
-        smoothing_over_padding,
-        unsmoothed,
-        gathers_minus_100,
-        log_of_softmax,
-    )
-    for wrong in wrongs:
-        assert not sq.check_causal_lm_loss(wrong), wrong.__name__
-    out = capsys.readouterr().out
-    assert out.count("fail") == len(wrongs) and "switched off" in out
-    assert "called lmcore.loss.causal_lm_loss" in out and "logits of +-150" in out
-    assert "whose target is -100, and should it?" in out
-    # the built-in losses are back after the check
-    z, y = torch.randn(1, 3, 4), torch.tensor([[0, 1, 2]])
-    assert torch.isfinite(with_cross_entropy(z, y, 0.1))
-
-
-def test_check_causal_lm_loss_says_not_attempted_for_a_stub(capsys):
-    assert not sq.check_causal_lm_loss(_stub)
+def test_check_symptom_batches_says_not_attempted_for_a_stub_and_refuses_the_course_s_batches(capsys):
+    assert not colleague.check_symptom_batches(_stub)
     assert "not attempted yet" in capsys.readouterr().out
+    assert not colleague.check_symptom_batches(colleague.symptom_batches)
+    assert "course's own answer" in capsys.readouterr().out

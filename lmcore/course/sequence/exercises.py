@@ -1,16 +1,13 @@
 """Notebook 03's exercise checkers: per-position losses through ``F.cross_entropy``'s
-``(N, C, ...)`` layout, and a label-smoothed causal-LM loss built by hand (log_softmax, gather,
-the uniform term, mask, divide by the count), graded with ``F.cross_entropy`` and ``F.nll_loss`` switched off so that their
-``ignore_index`` cannot do the masking. Both refuse lmcore's own shift and loss, and both have a
-case that separates the plausible wrong answers (L - 1 = V; logits of +-150 in float32).
-The third grades a loss and its global gradient norm under ``reduction="sum"`` or ``"mean"``
-(section 7: why the mean): it refuses the course's reference and torch's norm helpers, and has a
+``(N, C, ...)`` layout, which refuses lmcore's own shift and loss and has a case that separates
+the plausible wrong answers (L - k = V; logits of +-150 in float32). Exercise 2, the colleague's
+loss, is graded in :mod:`lmcore.course.sequence.colleague`. The other checker grades a loss
+and its global gradient norm under ``reduction="sum"`` or ``"mean"`` (section 7: why the mean): it refuses the course's reference and torch's norm helpers, and has a
 model with gradients left over from an earlier backward. Re-exported by
 :mod:`lmcore.course.sequence.lesson`."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import torch
@@ -22,46 +19,14 @@ from ..checks import Case, check
 from ..checks.guard import available
 from ..toys import toy_gpt
 from .diagnoses import (
-    GRADIENT,
-    LOSS,
-    explain_causal_lm_loss,
     explain_loss_and_grad_norm,
     explain_per_position_nll,
 )
 
 __all__ = [
-    "builtin_losses_off",
     "check_per_position_nll",
-    "check_causal_lm_loss",
     "check_loss_and_grad_norm",
 ]
-
-_BUILTIN_LOSSES = ("cross_entropy", "nll_loss")
-
-
-@contextlib.contextmanager
-def builtin_losses_off():
-    """Within the block, ``F.cross_entropy`` and ``F.nll_loss`` (and so ``nn.CrossEntropyLoss``,
-    ``nn.NLLLoss`` and ``lmcore.causal_lm_loss``, which call them) raise a RuntimeError."""
-    saved = {name: getattr(F, name) for name in _BUILTIN_LOSSES}
-
-    def refuse(name):
-        def refused(*args, **kwargs):
-            raise RuntimeError(
-                f"F.{name} is switched off in this check: build the loss yourself, "
-                "from the log-probabilities up"
-            )
-
-        return refused
-
-    try:
-        for name in _BUILTIN_LOSSES:
-            setattr(F, name, refuse(name))
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(F, name, fn)
-
 
 _NO_LMCORE = {
     "lmcore.loss.causal_lm_loss": "that is lmcore's loss, the one you are rebuilding: write it yourself",
@@ -148,85 +113,6 @@ def check_per_position_nll(fn, quiet: bool = False):
             "the first k labels; F.cross_entropy wants the classes (V) on dim 1, so flatten to "
             "(N*(L-k), V) and reshape back (a slice is not contiguous: .view needs .contiguous(), "
             ".reshape does not), or move V to dim 1; reduction='none'.",
-        ),
-    )
-
-
-# The built-in losses as the recorder sees them, however they were imported (a name bound before the
-# check, ``from torch.nn.functional import cross_entropy``, escapes builtin_losses_off's swap).
-_BUILTIN_LOSS_NAMES = available(
-    [f"torch.nn.functional.{name}" for name in _BUILTIN_LOSSES]
-    + ["torch._C._nn.cross_entropy_loss", "torch._C._nn.nll_loss", "torch._C._nn.nll_loss_nd"]
-)
-
-
-# Exercise 2's smoothing per case: the plain loss once (eps = 0), and values of eps where the
-# uniform part of q weighs enough that scoring it at an ignored position shows.
-_SMOOTHING = (0.1, 0.0, 0.2, 0.1, 0.3)
-
-
-def _value_and_gradient(loss: torch.Tensor, logits: torch.Tensor) -> dict:
-    """What training uses of a loss: its value and the gradient it sends to the logits (a loss
-    whose smoothing term is detached has the right value and the wrong gradient)."""
-    if loss.numel() != 1:  # the value's own check names the shape; no gradient without a scalar
-        return {LOSS: loss.detach(), GRADIENT: None}
-    (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
-    return {LOSS: loss.detach(), GRADIENT: torch.zeros_like(logits) if grad is None else grad}
-
-
-def check_causal_lm_loss(fn, quiet: bool = False):
-    """Grade ``fn(logits (N, L, V), labels (N, L) with -100s, eps) -> scalar``, the mean over the
-    valid targets of the label-smoothed cross-entropy ``H(q, p)``,
-    ``q = (1 - eps) onehot(target) + eps / V`` (notebook 02), against lmcore's
-    ``causal_lm_loss(..., label_smoothing=eps)``, with the built-in losses switched off while
-    ``fn`` runs (:func:`builtin_losses_off`). The cases have ignored targets (where a smoothing
-    term scored at every position differs: pytorch/pytorch#73205), one has eps = 0, one ragged
-    rows and logits of +-150 in float32, where log(softmax(.)) gives inf. The value and the
-    gradient it sends to the logits are both compared."""
-
-    @functools.wraps(fn)  # the learner's name, for show_solution's pointer
-    def by_hand(logits, labels, eps):
-        logits = logits.detach().requires_grad_(True)  # as a model's logits arrive in training
-        with builtin_losses_off():
-            loss = fn(logits, labels, eps)
-        if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
-            raise TypeError(
-                "your loss is not connected to the logits by autograd (a number, or a tensor cut from "
-                "the graph): loss.backward() could not train the model. Which step leaves the graph?"
-            )
-        return _value_and_gradient(loss, logits)
-
-    cases = _random_cases(4, with_ignored=True) + [_ragged_large_case()]
-    for case, eps in zip(cases, _SMOOTHING + (0.1,)):
-        case.args = (*case.args, eps)
-        case.label = f"{case.label}, eps = {eps}"
-
-    def reference(z, y, eps):
-        z = z.detach().requires_grad_(True)
-        return _value_and_gradient(causal_lm_loss(z, y, label_smoothing=eps), z)
-
-    return check(
-        "causal_lm_loss",
-        by_hand,
-        reference,
-        cases,
-        quiet=quiet,
-        atol=1e-5,
-        forbid=_NO_LMCORE
-        | {
-            name: "the built-in losses are switched off in this check: build the loss yourself, "
-            "from the log-probabilities up"
-            for name in _BUILTIN_LOSS_NAMES
-        },
-        explain=explain_causal_lm_loss,
-        hint=(
-            "On which batches of your own making does your function disagree with lmcore's "
-            "causal_lm_loss(logits, labels, label_smoothing=eps), and what do they have that the "
-            "batches where it agrees do not?",
-            "at each valid target H(q, p) = (1 - eps) * (-log p[target]) + eps * (the mean over the "
-            "V tokens of -log p[v]). Shift first; take log-probabilities in one stable step (not log "
-            "of softmax: notebook 01); pick each target's entry (-100 is not an index); zero both "
-            "terms at the ignored targets; divide by the number of valid targets.",
         ),
     )
 

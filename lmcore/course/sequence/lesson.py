@@ -19,7 +19,6 @@ from ...shift import labels_from_attention_mask, shift_for_next_token
 from ...train.devices import cpu_threads
 from ..toys import BOS, EOS, PAD, WordTokenizer, fit, forward_without_causal_mask, toy_gpt
 from .exercises import (
-    check_causal_lm_loss,
     check_loss_and_grad_norm,
     check_per_position_nll,
     reference_loss_and_grad_norm,
@@ -45,7 +44,6 @@ __all__ = [
     "format_position_table",
     "supervision_density",
     "check_per_position_nll",
-    "check_causal_lm_loss",
     "check_loss_and_grad_norm",
     "reference_loss_and_grad_norm",
 ]
