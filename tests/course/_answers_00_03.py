@@ -62,8 +62,13 @@ ANSWERS["surprise"] = Answers(
         "one_minus_p": lambda p: 1 - p,
         "log_of_one_minus_p": lambda p: -math.log(1 - p) if p < 1 else 0.0,
         "inverse": lambda p: 1 / p,
+        "rounded_to_3_decimals": lambda p: round(-math.log(p), 3),
     },
-    first_hints={"bits": "which logarithm", "log10": "which logarithm"},
+    first_hints={
+        "bits": "which logarithm",
+        "log10": "which logarithm",
+        "rounded_to_3_decimals": "rounded to 3 decimals",
+    },
     refused={
         "reference": (lambda p: start_lesson.surprise_reference(p), "that is the reference"),
         "widget_line_parsed": (
@@ -325,6 +330,13 @@ def _mean_nll_masked_weights(Z, y, T=1.0):  # every row scored, then a 0/1 weigh
     return float(((lse - picked) * w).sum() / w.sum())
 
 
+def _mean_nll_no_max(Z, y, T=1.0):  # e^(z / T) straight: inf once z / T passes 709
+    keep = y != -100
+    S = Z[keep] / T
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float((np.log(np.exp(S).sum(axis=1)) - S[np.arange(len(S)), y[keep]]).mean())
+
+
 def _golden(loss, Z, y, lo=1e-3, hi=1e4, steps=120):
     """Golden-section search of loss(Z, y, T) over log T; returns (T, the loss at T)."""
     a, b, g = math.log(lo), math.log(hi), (math.sqrt(5) - 1) / 2
@@ -412,6 +424,7 @@ ANSWERS["fit_temperature"] = Answers(
             hi=1e3,
         ),
         "returns_T_only": lambda Z, y: _golden(_mean_nll_loop, Z, y)[0],
+        "no_max_trick": lambda Z, y: _golden(_mean_nll_no_max, Z, y),
     },
     first_hints={
         "a_coarse_grid": "how does your search know it has arrived",
@@ -421,6 +434,7 @@ ANSWERS["fit_temperature"] = Answers(
         "divides_by_all_rows": "which count did you divide by",
         "the_loss_at_T_1": "at which temperature does the loss you return belong?",
         "returns_T_only": "what does your function return?",
+        "no_max_trick": "is every loss your search compares a finite number there?",
     },
     refused={
         "reference": (
@@ -675,6 +689,7 @@ ANSWERS["numerical_gradient"] = Answers(
         "relative_step": _fd_relative_step,
         "central_with_z_in_float32": _fd_float32_z,
         "divides_by_eps": lambda f, z, eps: 2 * _fd_central(f, z, eps),
+        "central_over_two_eps_each_side": lambda f, z, eps: _fd_central(f, z, 2 * eps),
         "all_coordinates_at_once": _fd_all_at_once,
         "nudges_z_in_place": _fd_in_place,
     },
@@ -693,6 +708,7 @@ ANSWERS["numerical_gradient"] = Answers(
         "relative_step": "larger than eps where |z_i| > 1",
         "central_with_z_in_float32": "still eps away from z_i?",
         "divides_by_eps": "over what distance does your difference quotient step?",
+        "central_over_two_eps_each_side": "four times a central difference's",
     },
 )
 
@@ -1097,6 +1113,17 @@ def _ragged_padded(dtype=torch.float32, seed=0):
     return z, y
 
 
+def _moderate_padded(dtype):
+    """Padded positions whose logits are four times as spread as the rest: a gap of about 0.1, which
+    bfloat16's three digits still show."""
+    g = torch.Generator().manual_seed(5)
+    z = torch.randn(2, 6, 7, generator=g)
+    y = torch.randint(7, (2, 6), generator=g)
+    y[1, 3:] = -100
+    z[1, 2:] *= 4.0
+    return z.to(dtype), y
+
+
 def _huge_gap(dtype=torch.float32, gap=200.0):
     """One position whose target is far below the top logit: its float32 probability is 0."""
     z = torch.zeros(1, 4, 6, dtype=dtype)
@@ -1143,6 +1170,10 @@ ANSWERS["symptom_batches"] = Answers(
             "no number": _huge_gap(torch.float64, gap=800.0),  # float64's probabilities round to 0 later
         },
         "numpy_arrays": _from_numpy,
+        "bfloat16_for_another_number": lambda: {
+            "another number": _moderate_padded(torch.bfloat16),
+            "no number": _huge_gap(),
+        },
         "found_by_search": _searched,
         "wrapped": _symptoms_wrapped,
     },

@@ -259,6 +259,7 @@ def _quotients(key: str, z: np.ndarray, eps: float) -> dict[str, np.ndarray]:
         "one-sided": np.array([(f(z + e) - f(z)) / eps for e in steps]),
         "backward": np.array([(f(z) - f(z - e)) / eps for e in steps]),
         "no half": 2 * numerical_grad(f, z, eps),
+        "double step": numerical_grad(f, z, 2 * eps),
         "relative": np.array([(f(z + e) - f(z - e)) / (2 * e.max()) for e in relative]),
         "float32": np.array([_float32_central(f, z, i, eps) for i in range(n)]),
     }
@@ -285,6 +286,10 @@ _FD_QUESTIONS = {
         "cancel it?"
     ),
     "no half": "twice the expected: over what distance does your difference quotient step?",
+    "double step": (
+        "your estimate's error falls like eps^2, but it is four times a central difference's at "
+        "eps = {eps:g}: how far from z does your function step, and is that the eps it is given?"
+    ),
     "float32": (
         "your estimate matches a central difference taken with z in float32: is z_i + eps, in "
         "float32 at z_i = {zmax:g}, still eps away from z_i?"

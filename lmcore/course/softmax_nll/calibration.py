@@ -64,8 +64,8 @@ def best_temperature(Z, y) -> float:
 
 def _cases(seed: int = 11) -> list[Case]:
     """Batches with an interior best T: small logits, logits in the hundreds (T* in the hundreds),
-    logits of spread 40, and batches whose
-    -100 rows, were they scored, would move T* far."""
+    logits of spread 40, logits around 500 whose best T is below 1 (e^(500 / T) overflows without
+    the max trick), and batches whose -100 rows, were they scored, would move T* far."""
     rng = np.random.default_rng(seed)
     a = np.array
     cases = [
@@ -82,9 +82,9 @@ def _cases(seed: int = 11) -> list[Case]:
         ),
     ]
 
-    def sampled(N, V, scale, T_true, ignore=0.0):
+    def sampled(N, V, scale, T_true, ignore=0.0, level=0.0):
         while True:
-            Z = rng.normal(0.0, scale, size=(N, V))
+            Z = level + rng.normal(0.0, scale, size=(N, V))
             p = np.exp((Z - Z.max(1, keepdims=True)) / T_true)
             p /= p.sum(1, keepdims=True)
             y = np.array([rng.choice(V, p=row) for row in p])
@@ -95,13 +95,14 @@ def _cases(seed: int = 11) -> list[Case]:
                 continue
             return Z, y
 
-    for N, V, scale, T_true, ignore, what in (
-        (8, 5, 1.0, 0.7, 0.0, "logits of spread 1"),
-        (10, 6, 300.0, 250.0, 0.3, "logits in the hundreds, some rows not scored"),
-        (12, 4, 40.0, 0.5, 0.0, "logits of spread 40"),
-        (6, 9, 2.0, 1.5, 0.5, "half the rows not scored"),
+    for N, V, scale, T_true, ignore, level, what in (
+        (8, 5, 1.0, 0.7, 0.0, 0.0, "logits of spread 1"),
+        (10, 6, 300.0, 250.0, 0.3, 0.0, "logits in the hundreds, some rows not scored"),
+        (12, 4, 40.0, 0.5, 0.0, 0.0, "logits of spread 40"),
+        (6, 9, 2.0, 1.5, 0.5, 0.0, "half the rows not scored"),
+        (10, 6, 1.0, 0.4, 0.2, 500.0, "logits around 500, a best T below 1"),
     ):
-        Z, y = sampled(N, V, scale, T_true, ignore)
+        Z, y = sampled(N, V, scale, T_true, ignore, level)
         cases.append(Case((Z, y), label=f"Z {Z.shape} of {what}, y = {y.tolist()}"))
     return cases
 
@@ -145,10 +146,15 @@ def _judge(Z, y, got) -> tuple[str, str]:
             )
         step = 1.01 if best > T else 1 / 1.01
         a, b = apart(f_T, mean_nll_reference(Z, y, T * step))
-        return (
-            f"the batch's loss at your T = {T:.4g} is {a} nats, and at T = {T * step:.4g} it is {b}",
+        what = f"the batch's loss at your T = {T:.4g} is {a} nats, and at T = {T * step:.4g} it is {b}"
+        if float(np.abs(np.asarray(Z, dtype=np.float64)).max()) / best > 700:
+            return what, (
+                "the loss still falls when T moves that way. Near the best T these logits divided by T "
+                "pass 700: is every loss your search compares a finite number there?"
+            )
+        return what, (
             "the loss still falls when T moves that way: how does your search know it has arrived at "
-            "the bottom, and how close to it does it get?",
+            "the bottom, and how close to it does it get?"
         )
     a, b = apart(f_T, loss)
     if abs(loss - f_T) > float32_atol(np.asarray(Z) / T) + 1e-6 * abs(f_T):

@@ -83,6 +83,23 @@ def surprise_line(p: float) -> str:
     return f"p(correct) = {p:.4f}  ->  loss = {nats:.3f} nats = {nats_to_bits(nats):.3f} bits  {bar}"
 
 
+def _explain_surprise(fn, case, expected, got) -> str:
+    """A value that is the surprise rounded to a few decimals: the question names the rounding,
+    not the formula (its nudge, about p = 1 and the logarithm, would not fit)."""
+    try:
+        g, e = float(got), float(expected)
+    except (TypeError, ValueError):
+        return ""
+    for digits in range(0, 7):
+        if g != e and g == round(g, digits) and abs(g - e) <= 0.5 * 10.0**-digits:
+            return (
+                f"your value is the surprise rounded to {digits} decimals: the check compares about "
+                "six significant digits. Where does your function round, and should a loss be rounded "
+                "before anyone prints it?"
+            )
+    return ""
+
+
 def check_surprise(fn) -> bool:
     """Grade ``fn(p) -> -ln p`` on fixed and seeded random probabilities."""
     rng = np.random.default_rng(0)
@@ -104,6 +121,7 @@ def check_surprise(fn) -> bool:
             "lmcore.handcalc.nll": "that is notebook 01's loss: one line of math does it",
             "lmcore.handcalc.log_softmax": "that is notebook 01's log-softmax: one line of math does it",
         },
+        explain=_explain_surprise,
     )
 
 
