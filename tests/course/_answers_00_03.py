@@ -146,6 +146,10 @@ ANSWERS["stable_softmax"] = Answers(
         "torch_softmax": (lambda z: torch.softmax(torch.from_numpy(z), 0).numpy(), "write it yourself"),
         "exp_minus_handcalc_logsumexp": (lambda z: np.exp(z - handcalc.logsumexp(z)), "write it yourself"),
         "exp_minus_numpy_logaddexp": (lambda z: np.exp(z - np.logaddexp.reduce(z)), "numpy.logaddexp"),
+        "exp_minus_pairwise_logaddexp": (
+            lambda z: np.exp(z - functools.reduce(np.logaddexp, z)),
+            "numpy.logaddexp",
+        ),
     },
 )
 
@@ -216,6 +220,10 @@ ANSWERS["nll_from_logits"] = Answers(
             "write it yourself",
         ),
         "numpy_logaddexp_reduce": (lambda z, y: float(np.logaddexp.reduce(z) - z[y]), "write it yourself"),
+        "numpy_logaddexp_pairwise": (
+            lambda z, y: float(functools.reduce(np.logaddexp, z) - z[y]),
+            "write it yourself",
+        ),
         "torch_logsumexp": (
             lambda z, y: float(torch.logsumexp(torch.from_numpy(z), 0) - z[y]),
             "write it yourself",

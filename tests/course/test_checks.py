@@ -525,3 +525,18 @@ def test_an_exact_fraction_is_a_number():
 
     assert compare(5 / 7, Fraction(5, 7)) is None
     assert "0.7143" in compare(0.5, Fraction(5, 7))
+
+
+def test_a_forbidden_numpy_ufunc_is_seen_called_directly_and_through_its_methods(capsys):
+    """numpy.logaddexp forbidden: np.logaddexp(a, b) in a loop is refused as .reduce is, the ufunc
+    is itself again after the check, and a function that never calls it passes."""
+    from functools import reduce
+
+    ref = lambda z: float(np.log(np.exp(z).sum()))  # noqa: E731
+    forbid = {"numpy.logaddexp": "write it yourself"}
+    cases = [Case((np.array([0.5, 1.0, 2.0]),))]
+    for cheat in (lambda z: float(reduce(np.logaddexp, z)), lambda z: float(np.logaddexp.reduce(z))):
+        assert not check("lse", cheat, ref, cases, forbid=forbid)
+        assert "called numpy.logaddexp" in capsys.readouterr().out
+    assert isinstance(np.logaddexp, np.ufunc)
+    assert check("lse", ref, ref, cases, forbid=forbid)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "say_line",
     "hint_for",
     "only_match",
+    "real_pair",
     "PASS",
     "FAIL",
     "TODO",
@@ -79,6 +81,25 @@ def only_match(named) -> str:
     several match: an explanation names a mistake only when it can tell which one was made."""
     named = set(named)
     return named.pop() if len(named) == 1 else ""
+
+
+def real_pair(got) -> tuple[float, float] | None:
+    """Two floats from any pair of real numbers (a tuple or list of Python, NumPy or 0-d tensor
+    numbers, or a 1-D array or tensor of two), else None: for exercises that return two numbers."""
+    if isinstance(got, torch.Tensor):
+        got = got.detach().cpu()
+    if isinstance(got, (torch.Tensor, np.ndarray)) and got.ndim == 1:
+        got = got.tolist()
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return None
+    out = []
+    for v in got:
+        if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return None
+        out.append(float(v))
+    return out[0], out[1]
 
 
 def float32_atol(*inputs, ulps: int = 8, floor: float = 1e-6) -> float:

@@ -8,8 +8,10 @@
   ``"torch.autograd.grad"``), however it was imported or aliased: it watches calls with
   ``sys.setprofile`` and matches the function's own code object (beneath its decorators, whose
   wrapper code other functions share), the builtin itself, a callable object's ``__call__`` on
-  that very object (an aten op, ``torch.ops.aten._softmax``), a NumPy ufunc's methods
-  (``numpy.logaddexp`` watches ``np.logaddexp.reduce``; a ufunc called directly is not seen), or (for a
+  that very object (an aten op, ``torch.ops.aten._softmax``), a NumPy ufunc (``numpy.logaddexp``
+  watches ``np.logaddexp.reduce`` and, by standing in for the ufunc on its module while the
+  learner's function runs, ``np.logaddexp(a, b)``; a name bound to the ufunc before the check
+  is not seen), or (for a
   ``Tensor`` method) the method's name on any tensor. The reference still runs; the check then
   says "your function called lmcore.handcalc.softmax: write it yourself".
 """
@@ -179,9 +181,43 @@ def recorded_calls(names: Iterable[str]):
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
-        yield called
+        with _ufuncs_watched([(n, m) for n, kind, m in matchers if kind == "c_call"], note):
+            yield called
     finally:
         sys.setprofile(previous)
+
+
+class _UfuncWatch:
+    """Stands in for a NumPy ufunc on its module: a call is noted (a ufunc's own call is no
+    profiler event); its methods (``.reduce``, ``.accumulate``) are the ufunc's, seen as before."""
+
+    def __init__(self, ufunc, seen):
+        self._ufunc, self._seen = ufunc, seen
+
+    def __call__(self, *args, **kwargs):
+        self._seen()
+        return self._ufunc(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._ufunc, name)
+
+
+@contextlib.contextmanager
+def _ufuncs_watched(watched, note):
+    """While inside, each watched NumPy ufunc's module attribute (``numpy.logaddexp``) is a
+    :class:`_UfuncWatch` that notes its name; restored after."""
+    swapped = []
+    for name, obj in watched:
+        owner, _, attr = name.rpartition(".")
+        module = sys.modules.get(owner)
+        if isinstance(obj, np.ufunc) and module is not None and getattr(module, attr, None) is obj:
+            setattr(module, attr, _UfuncWatch(obj, lambda name=name: note(name)))
+            swapped.append((module, attr, obj))
+    try:
+        yield
+    finally:
+        for module, attr, obj in swapped:
+            setattr(module, attr, obj)
 
 
 @contextlib.contextmanager

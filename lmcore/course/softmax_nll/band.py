@@ -11,14 +11,12 @@ can come to an end it names.
 from __future__ import annotations
 
 import math
-import numbers
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..._validate import require_int_scalar
-from ..checks import Case, apart, check
+from ..checks import Case, apart, check, real_pair
 from ..checks.guard import available
 
 __all__ = ["double_softmax_band_reference", "check_double_softmax_band"]
@@ -41,6 +39,17 @@ def double_softmax_band_reference(V: int) -> tuple[float, float]:
     return high - 1.0, high
 
 
+def _first_past(V: int, end: float, top: int) -> float:
+    """The bug's loss (target 0) with one logit raised (``top`` 0: the target's, 1: another's) by
+    the smallest gap of a doubling grid that takes it past ``end``: a point outside the learner's
+    band, found without naming the extreme."""
+    for gap in (0.5 * 2**k for k in range(8)):  # 0.5 to 64
+        loss = _buggy_loss(V, top, 0, gap)
+        if (loss < end) if top == 0 else (loss > end):
+            return loss
+    return _buggy_loss(V, top, 0, 64.0)
+
+
 def _buggy_loss(V: int, top: int, y: int, gap: float) -> float:
     """The bug's loss, float64, for logits ``gap`` at index ``top`` and 0 elsewhere, target ``y``."""
     z = torch.zeros(V, dtype=torch.float64)
@@ -48,28 +57,10 @@ def _buggy_loss(V: int, top: int, y: int, gap: float) -> float:
     return float(F.cross_entropy(torch.softmax(z, -1)[None], torch.tensor([y])))
 
 
-def _as_band(got):
-    """Two finite floats (low, high) from any pair of real numbers (tuple, list, array, tensor), else None."""
-    if isinstance(got, torch.Tensor):
-        got = got.detach().cpu()
-    if isinstance(got, (torch.Tensor, np.ndarray)) and got.ndim == 1:
-        got = got.tolist()
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return None
-    out = []
-    for v in got:
-        if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-            v = v.item()
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            return None
-        out.append(float(v))
-    return tuple(out)
-
-
 def _judge(V: int, got) -> tuple[str, str]:
     """The learner's (low, high) against the band's ends; the question names the property it breaks
     (an end that some loss passes, or an end no loss comes near), never the formula."""
-    band = _as_band(got)
+    band = real_pair(got)
     if band is None:
         return f"expected two numbers (low, high), got {got!r}", "what does your function return?"
     low, high = band
@@ -91,32 +82,26 @@ def _judge(V: int, got) -> tuple[str, str]:
             "the loss is in nats: which logarithm did you take?",
         )
     if low > true_low + _tol(V):
-        seen = _buggy_loss(V, 0, 0, 40.0)  # a confident, right model
-        a, b = apart(seen, low)
+        a, b = apart(_first_past(V, low, top=0), low)  # the target's logit raised until it passes
         return (
-            f"at V = {V:,} the logits with 40 on the target and 0 elsewhere give a buggy loss of {a}, "
-            f"below your low of {b}",
+            f"at V = {V:,} some logits give the bug a loss of {a}, below your low of {b}",
             "so your low is no bound: how small can the bug's loss get at V tokens, and why there?",
         )
     if high < true_high - _tol(V):
-        seen = _buggy_loss(V, 1, 0, 40.0)  # a confident, wrong model
-        a, b = apart(seen, high)
+        a, b = apart(_first_past(V, high, top=1), high)  # another token's logit raised until it passes
         return (
-            f"at V = {V:,} the logits with 40 on a token other than the target and 0 elsewhere give a "
-            f"buggy loss of {a}, above your high of {b}",
+            f"at V = {V:,} some logits give the bug a loss of {a}, above your high of {b}",
             "so your high is no bound: how large can the bug's loss get at V tokens, and why there?",
         )
     if low < true_low - _tol(V):
-        a, b = apart(low, true_low)
         return (
-            f"your low at V = {V:,} is {a}, and no logits bring the buggy loss below {b}",
+            f"your low at V = {V:,} is {low:.4g}, and no logits bring the buggy loss that low",
             "your low is below every loss the bug can give: which probabilities does the bug's "
             "cross-entropy read at its smallest, and what is its value there?",
         )
     if high > true_high + _tol(V):
-        a, b = apart(high, true_high)
         return (
-            f"your high at V = {V:,} is {a}, and no logits bring the buggy loss above {b}",
+            f"your high at V = {V:,} is {high:.4g}, and no logits bring the buggy loss that high",
             "your high is above every loss the bug can give: which probabilities does the bug's "
             "cross-entropy read at its largest, and what is its value there?",
         )

@@ -16,11 +16,10 @@ loss they report against the batch's loss at their ``T`` (valid rows only, in th
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from ..checks import Case, apart, check, float32_atol
+from ..checks import Case, apart, check, float32_atol, real_pair
 from .lesson import _LOSSES, _forbid, mean_nll_reference
 
 __all__ = ["best_temperature", "check_fit_temperature"]
@@ -107,24 +106,10 @@ def _cases(seed: int = 11) -> list[Case]:
     return cases
 
 
-def _as_fit(got):
-    """(T, loss) as two floats from any pair of real numbers, else None."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return None
-    out = []
-    for v in got:
-        if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-            v = v.item()
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            return None
-        out.append(float(v))
-    return tuple(out)
-
-
 def _judge(Z, y, got) -> tuple[str, str]:
     """(what failed, the question): T must be within _EXCESS nats of the best, and the loss reported
     must be the batch's loss at that T."""
-    fit = _as_fit(got)
+    fit = real_pair(got)
     if fit is None:
         return f"expected two numbers (T, loss), got {got!r}", "what does your function return?"
     T, loss = fit
