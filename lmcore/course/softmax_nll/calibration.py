@@ -181,8 +181,9 @@ def check_fit_temperature(fn, *, quiet: bool = False):
         _cases(),
         judge=_judge,
         hint=(
-            "Print the batch's loss at a range of T, from 0.01 to 1000: where is it smallest, and how "
-            "would you home in on that point without trying every T?",
+            "Print the batch's loss at a range of T, from 0.01 to 1000: which rows does it count (a "
+            "target of -100 is no token), where is it smallest, and how would you home in on that "
+            "point without trying every T?",
             "with beta = 1 / T the loss is convex in beta and its slope is the mean over scored rows of "
             "E_p[z] - z_y: bisect on its sign (or golden-section search the loss in log T), then "
             "return that T and the mean loss of the scored rows at it.",
