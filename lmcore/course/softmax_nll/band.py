@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 
-import torch
-import torch.nn.functional as F
+import numpy as np
 
 from ..._validate import require_int_scalar
 from ..checks import Case, apart, check, real_pair
 from ..checks.guard import available
+from .lesson import double_softmax
 
 __all__ = ["double_softmax_band_reference", "check_double_softmax_band"]
 
@@ -44,17 +44,17 @@ def _first_past(V: int, end: float, top: int) -> float:
     the smallest gap of a doubling grid that takes it past ``end``: a point outside the learner's
     band, found without naming the extreme."""
     for gap in (0.5 * 2**k for k in range(8)):  # 0.5 to 64
-        loss = _buggy_loss(V, top, 0, gap)
+        loss = _buggy_loss(V, top, gap)
         if (loss < end) if top == 0 else (loss > end):
             return loss
-    return _buggy_loss(V, top, 0, 64.0)
+    return _buggy_loss(V, top, 64.0)
 
 
-def _buggy_loss(V: int, top: int, y: int, gap: float) -> float:
-    """The bug's loss, float64, for logits ``gap`` at index ``top`` and 0 elsewhere, target ``y``."""
-    z = torch.zeros(V, dtype=torch.float64)
+def _buggy_loss(V: int, top: int, gap: float) -> float:
+    """The bug's loss (lesson's ``double_softmax``) for logits ``gap`` at index ``top``, 0 elsewhere, target 0."""
+    z = np.zeros(V)
     z[top] = gap
-    return float(F.cross_entropy(torch.softmax(z, -1)[None], torch.tensor([y])))
+    return double_softmax(z, 0)["loss_wrong"]
 
 
 def _judge(V: int, got) -> tuple[str, str]:
