@@ -1,5 +1,5 @@
-"""Notebook 03, section 10: left to right vs fill-in on the same blocks, labels as a prefix, the
-visibility grids; and the mean-vs-sum exercise's checker (section 7)."""
+"""Notebook 10, section 3: left to right vs fill-in on the same blocks, labels as a prefix, the
+visibility grids; and notebook 03's mean-vs-sum exercise checker (section 7)."""
 
 import math
 
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from lmcore import causal_lm_loss
-from lmcore.course.sequence import directions as dr
+from lmcore.course.rewards import directions as dr
 from lmcore.course.sequence import exercises as ex
 from lmcore.course.sequence import lesson as sq
 from lmcore.course.toys import forward_without_causal_mask, toy_gpt
@@ -29,11 +29,11 @@ def test_the_corpus_fixes_the_animal_by_the_place_on_its_right():
 
 def test_word_loss_against_an_independent_computation(models):
     left, fill = models
-    ids = sq.encode("the dog sat on the rug")
+    ids = dr.encode("the dog sat on the rug")
     with torch.no_grad():
         expect = F.cross_entropy(left(ids)[0, 1].double()[None], ids[0, 2][None])
         blank = ids.clone()
-        blank[0, 2] = sq.UNK
+        blank[0, 2] = dr.UNK
         expect_bi = F.cross_entropy(
             forward_without_causal_mask(fill, blank)[0, 2].double()[None], ids[0, 2][None]
         )
@@ -52,8 +52,29 @@ def test_right_context_gives_a_far_lower_loss_to_the_fill_in_model(models):
     sentences = dr.FILL_CORPUS[: len(dr.PAIRS)]
     l2r = sum(dr.word_loss(left, s, 2, bidirectional=False) for s in sentences) / 4
     bi = sum(dr.word_loss(fill, s, 2, bidirectional=True) for s in sentences) / 4
-    assert abs(l2r - math.log(4)) < 0.2  # the best a left-to-right model can do: 4 equally likely animals
+    assert 0 <= l2r - math.log(4) < 0.05  # the best a left-to-right model can do: 4 equally likely animals
     assert bi < 0.05
+
+
+def test_direction_summary_is_the_two_models_measured(models):
+    left, fill = models
+    summary = dr.direction_summary(seed=0)
+    assert summary["animal, left to right"] == pytest.approx(
+        sum(dr.word_loss(left, s, 2, bidirectional=False) for s in dr.FILL_CORPUS[:4]) / 4
+    )
+    assert summary["animal, fill-in"] == pytest.approx(
+        sum(dr.word_loss(fill, s, 2, bidirectional=True) for s in dr.FILL_CORPUS[:4]) / 4
+    )
+    animals = [a for a, _ in dr.PAIRS]
+    assert summary["smallest p(right animal)"] == pytest.approx(
+        min(dr.label_probabilities(left, f"on the {p} sat the", animals)[a] for a, p in dr.PAIRS)
+    )
+
+
+def test_encode_maps_unknown_words_to_unk_and_refuses_non_text():
+    assert dr.encode("the zebra sat").tolist() == [[2, dr.WORDS.index("the"), dr.UNK, dr.WORDS.index("sat")]]
+    with pytest.raises(TypeError, match="text"):
+        dr.encode(3)
 
 
 def test_a_task_as_a_prefix_scored_over_label_words(models):

@@ -6,6 +6,9 @@
   the facts, watched over a run (the mean falls first, the facts come later).
 - ``compute``: compute and generation: what one training step costs (C = 6 N D, counted by
   PyTorch's FLOP counter), how many targets a causal and a masked LM get ....
+- ``directions``: the price of one direction: left to right vs a fill-in on the same blocks, a
+  task as a prefix with no task head, and who reads whom in an encoder, a decoder and an
+  encoder-decoder.
 - ``data``: data policy: how much context the targets of a block get, how many targets a padded
   or packed batch really scores, and the char-level runs on the ....
 - ``duplicates``: duplicated data: a training set of fixed size in which a fraction of the
@@ -27,6 +30,7 @@ __all__ = [
     "lesson",
     "recall",
     "compute",
+    "directions",
     "data",
     "duplicates",
     "exercises",

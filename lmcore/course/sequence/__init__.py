@@ -12,12 +12,9 @@
   against.
 - ``attention``: what one attention head computes, and the causal mask drawn as an L x L grid
   (the lower triangle).
-- ``directions``: the price of one direction: left to right vs a fill-in on the same blocks, a
-  task as a prefix with no task head, and who reads whom in an encoder, a decoder and an
-  encoder-decoder.
 
 The notebook imports these modules (``from lmcore.course.sequence import views``), the kit
 (``lmcore.course.checks``, ``verdict``, ``widgets``, ...) and the core; no other topic.
 """
 
-__all__ = ["lesson", "exercises", "colleague", "diagnoses", "views", "attention", "directions"]
+__all__ = ["lesson", "exercises", "colleague", "diagnoses", "views", "attention"]

@@ -1,8 +1,8 @@
-"""Notebook 03, section 10: the price of one direction and the architecture map.
+"""Notebook 10, section 3: the price of one direction and the architecture map.
 
 The same tiny GPT blocks trained two ways on one small corpus in which the animal is fixed by
 the place that comes *after* it (``the cat sat on the mat``, ``the dog sat on the rug``, ...):
-left to right (the causal LM of this notebook) and as a masked fill-in with the causal mask
+left to right (the causal LM of the whole course) and as a masked fill-in with the causal mask
 removed (each row has one word replaced by ``<unk>``, the blank, and only that word is scored,
 BERT's objective). The corpus also holds every sentence in the inverted order
 (``on the mat sat the cat``), which lets a causal model answer "which animal?" when the question is
@@ -15,15 +15,18 @@ import torch
 
 from ...model import GPT
 from ...shift import IGNORE_INDEX
-from ..toys import fit, forward_without_causal_mask, toy_gpt
-from .lesson import UNK, WORDS, encode
+from ..toys import WordTokenizer, fit, forward_without_causal_mask, toy_gpt
 
 __all__ = [
     "PAIRS",
     "FILL_CORPUS",
+    "WORDS",
+    "UNK",
+    "encode",
     "VISIBILITY_KINDS",
     "train_left_to_right",
     "train_fill_in",
+    "direction_summary",
     "word_loss",
     "label_probabilities",
     "visibility",
@@ -35,6 +38,21 @@ FILL_CORPUS = tuple(f"the {a} sat on the {p}" for a, p in PAIRS) + tuple(
     f"on the {p} sat the {a}" for a, p in PAIRS
 )
 VISIBILITY_KINDS = ("encoder", "decoder", "encoder-decoder")
+_TOKENIZER = WordTokenizer(
+    ("<unk>", "the", "sat", "on") + tuple(w for pair in PAIRS for w in pair),
+    bos=True,
+    unk="<unk>",
+    specials=("<pad>", "<eos>", "<bos>"),
+)
+WORDS = _TOKENIZER.VOCAB  # <pad> 0, <eos> 1, <bos> 2, <unk> 3, then the corpus's words
+UNK = _TOKENIZER.stoi["<unk>"]
+
+
+def encode(text: str) -> torch.Tensor:
+    """Token ids (1, L) of ``<bos> text`` in :data:`WORDS` (a word outside it becomes ``<unk>``)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {type(text).__name__}.")
+    return torch.tensor([[_TOKENIZER.bos_id] + _TOKENIZER.encode(text.lower())])
 
 
 def _rows() -> torch.Tensor:
@@ -42,7 +60,7 @@ def _rows() -> torch.Tensor:
     return torch.cat([encode(s) for s in FILL_CORPUS])
 
 
-def train_left_to_right(steps: int = 150, seed: int = 0) -> GPT:
+def train_left_to_right(steps: int = 300, seed: int = 0) -> GPT:
     """A 1-layer GPT trained as a causal LM (every next word a target) on :data:`FILL_CORPUS`."""
     ids = _rows()
     model = toy_gpt(len(WORDS), block_size=8, n_embd=32, seed=seed)
@@ -70,13 +88,31 @@ def _fill_in_loss(model, batch):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
-def train_fill_in(steps: int = 150, seed: int = 0) -> GPT:
+def train_fill_in(steps: int = 300, seed: int = 0) -> GPT:
     """The same GPT (same size, same seed) trained as a masked fill-in without the causal mask:
     each row of :data:`FILL_CORPUS` with one word replaced by ``<unk>``, scored at that word only."""
     batch = _blanked()
     model = toy_gpt(len(WORDS), block_size=8, n_embd=32, seed=seed)
     fit(model, lambda step: batch, steps=steps, lr=1e-2, loss_fn=_fill_in_loss)
     return model
+
+
+def direction_summary(steps: int = 300, seed: int = 0) -> dict[str, float]:
+    """Both models trained from ``seed``, measured: the mean loss of the animal left to right and
+    filled in, of the place left to right (over the four forward sentences), and the smallest
+    probability the left-to-right model gives the right animal over the four prefix prompts
+    (``on the <place> sat the``, renormalised over the four animals)."""
+    left, fill = train_left_to_right(steps, seed), train_fill_in(steps, seed)
+    sentences = [f"the {a} sat on the {p}" for a, p in PAIRS]
+    animals = [a for a, _ in PAIRS]
+    return {
+        "animal, left to right": sum(word_loss(left, s, 2, bidirectional=False) for s in sentences) / 4,
+        "animal, fill-in": sum(word_loss(fill, s, 2, bidirectional=True) for s in sentences) / 4,
+        "place, left to right": sum(word_loss(left, s, 6, bidirectional=False) for s in sentences) / 4,
+        "smallest p(right animal)": min(
+            label_probabilities(left, f"on the {p} sat the", animals)[a] for a, p in PAIRS
+        ),
+    }
 
 
 @torch.no_grad()
