@@ -1,5 +1,5 @@
 """The answer matrix of notebooks 04-06 (issue 38): first_loss_at_spread, first_loss_from_logits,
-first_loss_with_repeats;
+short_run_prediction, first_loss_with_repeats;
 my_eos_padded_labels, my_sliding_window_perplexity, accumulate_gradients; my_pack_whole,
 my_mask_cross_document_targets, my_document_causal_mask, my_position_ids, my_chat_labels,
 my_multi_turn_labels. See ``_answers.py`` for what each entry holds."""
@@ -277,6 +277,69 @@ def _rep_next_token(logits, input_ids, q):  # reads the next token's logit: the 
 def _rep_law_weighted(logits, input_ids, q):  # only the other (1 - q) of the targets pay ln V + s^2/2
     ln_v, var, lift = _rep_parts(logits, input_ids)
     return (1 - q) * (ln_v + var / 2) - q * lift
+
+
+# ---------------------------------------------------------------- 04: what a short run exposes (a prediction)
+
+_SHIFT2, _PREV, _UNTIED, _NOMASK = s0.BROKEN
+_FAR, _ON = "far below", "on ln 65"
+
+
+def _short_run_from_the_code():  # reads each pipeline's slices: is the target among the tokens read?
+    reads_target = {_SHIFT2: False, _PREV: True, _UNTIED: True, _NOMASK: True}
+    return {name: (_FAR if r else _ON) for name, r in reads_target.items()}
+
+
+def _short_run_search_the_key():  # hashes every choice against the key: refused
+    from lmcore.course.checks import answer_digest
+
+    return {
+        k: next(c for c in s0.SHORT_RUN_CHOICES if answer_digest("short_run_prediction", k, c) == v)
+        for k, v in s0._SHORT_RUN_KEY.items()
+    }
+
+
+ANSWERS["short_run_prediction"] = Answers(
+    check=s0.check_short_run,
+    no_float32="the answers are choices between two verdicts: there is no float quantity to compute",
+    right={
+        "dict": lambda: {_SHIFT2: _ON, _PREV: _FAR, _UNTIED: _FAR, _NOMASK: _FAR},
+        "other_order_other_case": lambda: {
+            _NOMASK: "Far below",
+            _UNTIED: " far below",
+            _PREV: _FAR,
+            _SHIFT2: "On ln 65",
+        },
+        "from_the_code": _short_run_from_the_code,
+        "a_dict_comprehension": lambda: {k: (_ON if "t+2" in k else _FAR) for k in s0.BROKEN},
+    },
+    wrong={
+        "every_bug_leaks": lambda: {k: _FAR for k in s0.BROKEN},
+        "as_at_step_0": lambda: {k: _ON for k in s0.BROKEN},
+        "untied_cannot_copy": lambda: {_SHIFT2: _ON, _PREV: _FAR, _UNTIED: _ON, _NOMASK: _FAR},
+        "shift_2_leaks_previous_does_not": lambda: {_SHIFT2: _FAR, _PREV: _ON, _UNTIED: _FAR, _NOMASK: _FAR},
+        "the_mask_only_matters_at_generation": lambda: {
+            _SHIFT2: _ON,
+            _PREV: _FAR,
+            _UNTIED: _FAR,
+            _NOMASK: _ON,
+        },
+        "one_missing": lambda: {_SHIFT2: _ON, _PREV: _FAR, _UNTIED: _FAR},
+        "a_third_choice": lambda: {_SHIFT2: "between", _PREV: _FAR, _UNTIED: _FAR, _NOMASK: _FAR},
+    },
+    refused={
+        "run_the_experiment": (lambda: s0.short_run_verdicts(), "runs the experiment"),
+        "search_the_key": (_short_run_search_the_key, "searches the answer key"),
+        "ask_the_checker": (
+            lambda: next(
+                dict(zip(s0.BROKEN, combo))
+                for combo in itertools.product(s0.SHORT_RUN_CHOICES, repeat=4)
+                if s0.check_short_run(lambda c=combo: dict(zip(s0.BROKEN, c)))
+            ),
+            "asks the checker",
+        ),
+    },
+)
 
 
 ANSWERS["first_loss_with_repeats"] = Answers(

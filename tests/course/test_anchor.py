@@ -346,6 +346,21 @@ def test_after_training_on_random_tokens_only_the_pipelines_that_read_their_targ
         assert all(loss < lnv - 1.0 for loss in r.values()), (seed, r)
 
 
+@pytest.mark.slow
+def test_the_short_run_key_is_what_the_run_shows_on_two_seeds():
+    """Exercise 3's hashed key against the run it predicts (seed 0, the notebook's, and seed 1)."""
+    from lmcore.course.checks import answer_digest
+
+    for seed in (0, 1):
+        verdicts = s0.short_run_verdicts(seed=seed)
+        assert set(verdicts) == set(s0.BROKEN) and set(verdicts.values()) <= set(s0.SHORT_RUN_CHOICES)
+        for name, verdict in verdicts.items():
+            assert answer_digest("short_run_prediction", name, verdict) == s0._SHORT_RUN_KEY[name], (
+                seed,
+                name,
+            )
+
+
 def test_losses_after_training_checks_its_arguments():
     for bad in (0, 1.5, "60"):
         with pytest.raises((ValueError, TypeError), match="steps"):

@@ -2,7 +2,8 @@
 pipelines that start on ln V anyway (a shift by 2, "target = previous token", an untied model
 scored on its own input, attention that sees the future), the one leak that shows (target = own
 input with tied embeddings), and an honest pipeline on text that repeats its current token,
-which starts below ln V by the law of :func:`predict_with_repeats` (Exercise 3's reference)."""
+which starts below ln V by the law of :func:`predict_with_repeats` (Exercise 4's reference); and
+Exercise 3, a prediction of which broken pipelines a short run on random tokens exposes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from ..._validate import require_int_scalar
 from ...loss import causal_lm_loss
 from ...train.devices import cpu_threads
-from ..checks import Case, check, only_match
+from ..checks import Case, check, check_choices, only_match
 from ..toys import fit, forward_without_causal_mask, toy_gpt
 from .lesson import predict_from_logits
 
@@ -25,6 +26,11 @@ __all__ = [
     "step0_losses",
     "repeat_first_loss",
     "losses_after_training",
+    "pipelines",
+    "BROKEN",
+    "SHORT_RUN_CHOICES",
+    "short_run_verdicts",
+    "check_short_run",
     "check_predict_with_repeats",
 ]
 
@@ -101,7 +107,7 @@ def step0_losses(vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> di
         }
 
 
-def _pipelines(L: int) -> dict:
+def pipelines(L: int) -> dict:
     """name -> (tied?, loss(model, x)) for a batch ``x`` of random tokens, shape (N, L + 2)."""
 
     def ce(logits, targets):
@@ -135,7 +141,7 @@ def losses_after_training(steps: int = 60, vocab_size: int = 65, n_embd: int = 3
 
     held_out = batch(-1)
     out = {"ln V": math.log(V)}
-    for name, (tied, loss) in _pipelines(L).items():
+    for name, (tied, loss) in pipelines(L).items():
         model = toy_gpt(V, block_size=L + 2, n_embd=n_embd, seed=seed)
         if not tied:
             model.lm_head = torch.nn.Linear(n_embd, V, bias=False)
@@ -307,5 +313,95 @@ def check_predict_with_repeats(fn, quiet: bool = False):
             "the row then, and otherwise?",
             "the loss is logsumexp(z) - z_target; with probability q the target's logit is the "
             "own token's, otherwise it averages to the row mean. Measure each against its row's mean.",
+        ),
+    )
+
+
+# ---------------------------------------------------------------- Exercise 3: what a short run exposes
+
+BROKEN = (
+    "shift by 2 (target = token t+2)",
+    "target = previous token",
+    "target = own input, untied output matrix",
+    "attention sees the future (no causal mask)",
+)
+SHORT_RUN_CHOICES = ("on ln 65", "far below")
+_FAR = 1.0  # "far below": the held-out loss ends more than this many nats below ln V
+_NEAR = 0.05  # "on ln V": within this of it
+
+
+def short_run_verdicts(steps: int = 60, *, seed: int = 0) -> dict:
+    """For each of :data:`BROKEN`, what :func:`losses_after_training` shows: ``"far below"`` (more
+    than 1 nat below ln V), ``"on ln 65"`` (within 0.05 of it), or ``"between"``."""
+    losses = losses_after_training(steps, seed=seed)
+    lnv = losses["ln V"]
+
+    def verdict(loss):
+        return "far below" if loss < lnv - _FAR else "on ln 65" if abs(loss - lnv) < _NEAR else "between"
+
+    return {name: verdict(losses[name]) for name in BROKEN}
+
+
+_SHORT_RUN = "short_run_prediction"
+_SHORT_RUN_KEY = {
+    "shift by 2 (target = token t+2)": "b6b9ea94852fd4a59bfb61502a7dccf816448910aa58eb4aae4af1b27ca52151",
+    "target = previous token": "4c3b998f104b6ff97a85fdcbda9b8eebdb559d15ab636e053f990252729075cc",
+    "target = own input, untied output matrix": "e022d20d5a8fe5d82a75b063edcc873047ad586341b39dcd0308120d1bc32097",
+    "attention sees the future (no causal mask)": "324dc57dd0e3d7a57f5bd86f9358045f673bb1f0fbda741d350ac3870bff5562",
+}
+_SHORT_RUN_HINTS = {
+    "shift by 2 (target = token t+2)": "position t reads the tokens up to t. Is the token at t + 2 among "
+    "them, and what can training learn about a random token that no position reads?",
+    "target = previous token": "position t is scored on the token at t - 1. Which tokens does position t "
+    "read, and is that one among them?",
+    "target = own input, untied output matrix": "the untied matrix starts without the tied one's raised "
+    "own-token logit. Is the raise the only way a model can come to output the token it reads?",
+    "attention sees the future (no causal mask)": "without the causal mask, which tokens can position t "
+    "read, and where among them is its target?",
+}
+_NO_SEARCH = "that searches the answer key: decide from the pipelines' code instead"
+_NO_RUN = (
+    "that runs the experiment the exercise asks you to predict: decide first, the run comes after the check"
+)
+_SHORT_RUN_FORBID = {
+    "lmcore.course.checks.answer_digest": _NO_SEARCH,
+    "hashlib.sha256": _NO_SEARCH,
+    "hashlib.new": _NO_SEARCH,
+    "lmcore.course.checks.check_choices": "that asks the checker: the checker is no oracle, the code is",
+    "lmcore.course.anchor.step0.check_short_run": "that asks the checker: the checker is no oracle, the code is",
+    "lmcore.course.anchor.step0.losses_after_training": _NO_RUN,
+    "lmcore.course.anchor.step0.short_run_verdicts": _NO_RUN,
+    "lmcore.course.toys.fit": _NO_RUN,
+}
+
+
+def _as_choice(answer):
+    """A choice written with other capitals or spaces (``"Far below "``) as the choice; anything
+    else as it is, for the check to name."""
+    return " ".join(answer.lower().split()) if isinstance(answer, str) else answer
+
+
+def check_short_run(fn) -> bool:
+    """Grade ``short_run_prediction() -> {pipeline: "on ln 65" | "far below"}`` for each of :data:`BROKEN`: where its
+    held-out loss ends after 60 AdamW steps on random tokens. As for every ``check_choices``
+    exercise, a failure says only that not all four are right."""
+
+    def answers():
+        got = fn()
+        return {k: _as_choice(v) for k, v in got.items()} if isinstance(got, dict) else got
+
+    return check_choices(
+        _SHORT_RUN,
+        answers,
+        _SHORT_RUN_KEY,
+        _SHORT_RUN_HINTS,
+        choices=SHORT_RUN_CHOICES,
+        forbid=_SHORT_RUN_FORBID,
+        hint=(
+            "On random tokens nothing is learnable, except what a position can read. For each pipeline, "
+            "list the tokens position t reads and find its target: is it among them?",
+            "far below: target = previous token, own input (tied or not), no causal mask, each of which "
+            "reads its target; on ln 65: shift by 2, whose target (t + 2) no position t reads: a "
+            "misalignment, not a leak.",
         ),
     )
