@@ -1075,6 +1075,7 @@ ANSWERS["colleague_faults"] = Answers(
         "dict": lambda: {"another number": 8, "no number": 4},
         "other_order_numpy_ints": lambda: {"no number": np.int64(4), "another number": np.int32(8)},
         "zero_d_tensors": lambda: {"another number": torch.tensor(8), "no number": torch.tensor(4)},
+        "as_text": lambda: {"another number": "8", "no number": "line 4"},
         "from_the_source": lambda: {
             symptom: 1 + next(i for i, s in enumerate(_colleague_lines()) if marker in s)
             for symptom, marker in (("another number", "uniform ="), ("no number", "torch.log("))

@@ -540,3 +540,23 @@ def test_a_forbidden_numpy_ufunc_is_seen_called_directly_and_through_its_methods
         assert "called numpy.logaddexp" in capsys.readouterr().out
     assert isinstance(np.logaddexp, np.ufunc)
     assert check("lse", ref, ref, cases, forbid=forbid)
+
+
+def test_a_half_precision_result_is_asked_about_its_precision_not_its_maths(capsys):
+    """A float16 or bfloat16 answer that fails only by its rounding gets a question about
+    precision, not the exercise's note about a mistake in the maths (stop 56's learner pass)."""
+    import numpy as np
+
+    from lmcore.course.softmax_nll.lesson import check_stable_softmax
+
+    def half(z):
+        e = np.exp((z - z.max()).astype(np.float16))
+        return e / e.sum()
+
+    assert not check_stable_softmax(half)
+    out = capsys.readouterr().out
+    assert "float16" in out and "significant digits" in out
+    from lmcore.course.checks import _half_precision
+
+    assert "bfloat16" in _half_precision((torch.zeros(2, dtype=torch.bfloat16), 1.0))
+    assert _half_precision(torch.zeros(2)) == "" and _half_precision(np.zeros(2)) == ""

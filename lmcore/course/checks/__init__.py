@@ -239,6 +239,9 @@ def _diagnosis(explain, ratio_hints, fn, case, expected, got) -> str:
     exercise's nudge about its values; ``""`` when none can tell."""
     note = _ratio_note(expected, got, ratio_hints).strip()
     kind = _KIND_ONLY if kind_differs(expected, got) else ""
+    half = _half_precision(got)
+    if half and not note:
+        return half
     if note or explain is None:
         return note or kind
     try:
@@ -246,6 +249,25 @@ def _diagnosis(explain, ratio_hints, fn, case, expected, got) -> str:
             return explain(fn, case, expected, got) or kind
     except Exception:  # noqa: BLE001 - a diagnosis must never turn a failure into a crash
         return kind
+
+
+_HALF_DIGITS = {"float16": "about 3", "bfloat16": "about 2"}
+
+
+def _half_precision(got) -> str:
+    """A question about precision when ``got`` holds float16 or bfloat16 values (a tensor, an
+    array, or a tuple or list of them): at the course's tolerances their rounding alone fails, and
+    a note about the exercise's maths would send the learner after a mistake they did not make."""
+    items = got if isinstance(got, (tuple, list)) else (got,)
+    for item in items:
+        dtype = str(getattr(item, "dtype", "")).replace("torch.", "")
+        if dtype in _HALF_DIGITS:
+            return (
+                f"your result is {dtype}, which keeps {_HALF_DIGITS[dtype]} significant digits: is the "
+                "difference the check reports your maths, or that rounding? Which precision does the "
+                "exercise compare against?"
+            )
+    return ""
 
 
 def _forbidden(forbid) -> dict[str, str]:

@@ -66,8 +66,12 @@ _FORBID = {
 
 
 def _as_line(answer):
-    """A line number written as any integer (``8``, ``np.int64(8)``, ``8.0``, ``torch.tensor(8)``) as an int; anything
-    else as it is, for the check to name."""
+    """A line number written as any integer (``8``, ``np.int64(8)``, ``8.0``, ``torch.tensor(8)``,
+    ``"8"``, ``"line 8"``) as an int; anything else as it is, for the check to name."""
+    if isinstance(answer, str):
+        words = answer.lower().replace("line", " ").split()
+        if len(words) == 1 and words[0].isdigit():
+            return int(words[0])
     if hasattr(answer, "item") and getattr(answer, "ndim", 1) == 0:  # a 0-d tensor or array
         answer = answer.item()
     if isinstance(answer, numbers.Integral) or (isinstance(answer, float) and answer.is_integer()):
