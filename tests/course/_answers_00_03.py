@@ -442,7 +442,7 @@ ANSWERS["fit_temperature"] = Answers(
         "divides_by_all_rows": "which count did you divide by",
         "the_loss_at_T_1": "at which temperature does the loss you return belong?",
         "returns_T_only": "what does your function return?",
-        "no_max_trick": "is every loss your search compares a finite number there?",
+        "no_max_trick": "is every loss your search compares there a finite number",
     },
     refused={
         "reference": (

@@ -501,7 +501,7 @@ def test_free_takes_the_reference_values_only_where_the_learner_may_choose(capsy
     assert check("labels", differs_at_0, reference, cases, free=first_label_free)
     # the pass line does not claim the free positions match: they may not
     assert (
-        "matches the reference on all 1 cases, at every position the exercise fixes."
+        "matches the reference on its one case, at every position the exercise fixes."
         in capsys.readouterr().out
     )
     assert torch.equal(calls[-1], cases[0].args[0])  # the reference saw the case as it is
@@ -560,3 +560,18 @@ def test_a_half_precision_result_is_asked_about_its_precision_not_its_maths(caps
 
     assert "bfloat16" in _half_precision((torch.zeros(2, dtype=torch.bfloat16), 1.0))
     assert _half_precision(torch.zeros(2)) == "" and _half_precision(np.zeros(2)) == ""
+
+
+def test_a_view_on_a_slice_is_asked_about_memory_layout_and_harmless_warnings_stay_quiet(capsys):
+    ref = lambda x: x[:, :-1].reshape(-1)  # noqa: E731
+    cases = [Case((torch.arange(12.0).view(3, 4),))]
+    assert not check("flat", lambda x: x[:, :-1].view(-1), ref, cases)
+    assert "slice that kept its parent's strides" in capsys.readouterr().out
+
+    def warns_harmlessly(x):
+        float(torch.ones((), requires_grad=True) * 2)  # a scalar read off a tensor that needs grad
+        return ref(x)
+
+    assert check("flat", warns_harmlessly, ref, cases)
+    out = capsys.readouterr().out
+    assert "its one case" in out and "warned" not in out

@@ -88,7 +88,8 @@ def _mistakes(z: torch.Tensor) -> list[tuple[float, str]]:
 
 
 def explain_first_loss(fn, case, expected, got) -> str:
-    """first_loss_from_logits: which mistake the learner's number matches on the failing case;
+    """first_loss_from_logits: which mistake the learner's number matches on the failing case
+    (within 5e-4, and within a tenth of that mistake's distance from the right value);
     ``""`` unless exactly one does (on a case where two mistakes give nearly the same value, the
     checker's nudge says less, and nothing wrong)."""
     z = case.args[0].detach().double()
@@ -96,5 +97,12 @@ def explain_first_loss(fn, case, expected, got) -> str:
         value = float(got)
     except (TypeError, ValueError):
         return ""
-    named = {question for candidate, question in _mistakes(z) if abs(value - candidate) < 5e-4}
+    e = float(expected)
+    # a match must sit ten times nearer the mistake than the mistake sits from the right value, so
+    # a noisy estimate that lands near a mistake by chance is not told it made it
+    named = {
+        question
+        for candidate, question in _mistakes(z)
+        if abs(value - candidate) < min(5e-4, abs(candidate - e) / 10)
+    }
     return only_match(named)

@@ -68,6 +68,11 @@ def _raised_line(name: str, case, error: BaseException, hint: str) -> str:
     diagnosis."""
     message = str(error)[:200]
     more = "" if message.endswith("?") else hint
+    if "view size is not compatible" in message:  # .view on a slice: the error names strides, not why
+        more = (
+            " Hint: .view relabels memory without copying it: is the tensor you call it on laid out "
+            "row after row, or is it a slice that kept its parent's strides?"
+        )
     return f"{FAIL} {name}: on input {case.describe()} your function raised {type(error).__name__}: {_sentence(message)}{more}"
 
 
@@ -409,7 +414,8 @@ def check(
             warned = f" (note: on input {case.describe()} it warned {said}; the result was right)"
     met = "meets the goal" if judge else "matches the reference"
     fixed = ", at every position the exercise fixes" if free is not None and not judge else ""
-    return say_line(f"{PASS} {name}: {met} on all {len(cases)} cases{fixed}.{warned}", quiet, True)
+    counted = "its one case" if len(cases) == 1 else f"all {len(cases)} cases"
+    return say_line(f"{PASS} {name}: {met} on {counted}{fixed}.{warned}", quiet, True)
 
 
 def _kind(t: torch.Tensor) -> str:

@@ -132,10 +132,13 @@ def _judge(Z, y, got) -> tuple[str, str]:
         step = 1.01 if best > T else 1 / 1.01
         a, b = apart(f_T, mean_nll_reference(Z, y, T * step))
         what = f"the batch's loss at your T = {T:.4g} is {a} nats, and at T = {T * step:.4g} it is {b}"
-        if float(np.abs(np.asarray(Z, dtype=np.float64)).max()) / best > 700:
+        reach = float(np.abs(np.asarray(Z, dtype=np.float64)).max()) / best
+        if reach > 700:
             return what, (
-                "the loss still falls when T moves that way. Near the best T these logits divided by T "
-                "pass 700: is every loss your search compares a finite number there?"
+                f"the loss still falls when T moves that way. Near the best T these logits divided by T "
+                f"reach about {reach:,.0f}: is every loss your search compares there a finite number, and "
+                "one precise enough to tell apart losses that differ in the sixth decimal (float32 keeps "
+                "about 7 significant digits)?"
             )
         return what, (
             "the loss still falls when T moves that way: how does your search know it has arrived at "
