@@ -575,3 +575,11 @@ def test_a_view_on_a_slice_is_asked_about_memory_layout_and_harmless_warnings_st
     assert check("flat", warns_harmlessly, ref, cases)
     out = capsys.readouterr().out
     assert "its one case" in out and "warned" not in out
+
+
+def test_a_value_is_told_a_mistake_only_when_it_sits_far_nearer_the_mistake_than_the_truth():
+    from lmcore.course.checks import near_mistake
+
+    assert near_mistake(1.3001, 1.3, 1.2)  # 1e-4 from the mistake, which is 0.1 from the truth
+    assert not near_mistake(1.2004, 1.2006, 1.2)  # within 5e-4, but the mistake is only 6e-4 away
+    assert not near_mistake(1.31, 1.3, 1.2)  # too far from the mistake

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from ..checks import only_match
+from ..checks import near_mistake, only_match
 
 __all__ = ["explain_first_loss"]
 
@@ -97,12 +97,5 @@ def explain_first_loss(fn, case, expected, got) -> str:
         value = float(got)
     except (TypeError, ValueError):
         return ""
-    e = float(expected)
-    # a match must sit ten times nearer the mistake than the mistake sits from the right value, so
-    # a noisy estimate that lands near a mistake by chance is not told it made it
-    named = {
-        question
-        for candidate, question in _mistakes(z)
-        if abs(value - candidate) < min(5e-4, abs(candidate - e) / 10)
-    }
+    named = {q for candidate, q in _mistakes(z) if near_mistake(value, candidate, float(expected))}
     return only_match(named)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..checks import Case, check, only_match
+from ..checks import Case, check, near_mistake, only_match
 
 __all__ = ["expected_loss_at_spread", "check_first_loss_at_spread"]
 
@@ -84,7 +84,8 @@ def _explain(fn, case, expected, got) -> str:
         value = float(got)
     except (TypeError, ValueError):
         return ""
-    return only_match(question for candidate, question in _mistakes(V, s) if abs(value - candidate) < 5e-4)
+    e = float(expected)
+    return only_match(q for candidate, q in _mistakes(V, s) if near_mistake(value, candidate, e))
 
 
 def check_first_loss_at_spread(fn, quiet: bool = False) -> bool:

@@ -45,6 +45,7 @@ __all__ = [
     "say_line",
     "hint_for",
     "only_match",
+    "near_mistake",
     "real_pair",
     "PASS",
     "FAIL",
@@ -79,6 +80,13 @@ def _raised_line(name: str, case, error: BaseException, hint: str) -> str:
 def _sentence(text: str) -> str:
     """``text`` ended as a sentence: a full stop added unless it ends with one, a ? or a !."""
     return text if text.rstrip().endswith((".", "?", "!")) else f"{text}."
+
+
+def near_mistake(value: float, mistake: float, expected: float, tol: float = 5e-4) -> bool:
+    """Whether ``value`` is what a mistake gives: within ``tol`` of ``mistake``, and ten times
+    nearer it than the mistake sits from ``expected``, so that a noisy estimate that lands near a
+    mistake by chance (a Monte Carlo answer, say) is not told it made it."""
+    return abs(value - mistake) < min(tol, abs(mistake - expected) / 10)
 
 
 def only_match(named) -> str:
