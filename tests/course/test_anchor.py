@@ -201,7 +201,7 @@ def test_step0_sees_only_the_tied_own_input_leak_and_misreads_repeats():
         "shift by 2 (target = token t+2)",
         "target = previous token",
         "target = own input, untied output matrix",
-        "attention sees the future (no causal mask)",
+        "causal mask one token too wide (t reads t+1)",
     ):
         assert abs(r[name] - lnv) < 0.05, name
     assert r["target = own input, tied (no shift)"] < lnv - 0.15
@@ -340,7 +340,7 @@ def test_after_training_on_random_tokens_only_the_pipelines_that_read_their_targ
         assert set(r) == {
             "target = previous token",
             "target = own input, untied output matrix",
-            "attention sees the future (no causal mask)",
+            "causal mask one token too wide (t reads t+1)",
             "target = own input, tied (no shift)",
         }
         assert all(loss < lnv - 1.0 for loss in r.values()), (seed, r)

@@ -1,6 +1,6 @@
 """Notebook 04, section 6: what the first loss (step 0, no training) can and cannot see. Broken
 pipelines that start on ln V anyway (a shift by 2, "target = previous token", an untied model
-scored on its own input, attention that sees the future), the one leak that shows (target = own
+scored on its own input, a causal mask one token too wide), the one leak that shows (target = own
 input with tied embeddings), and an honest pipeline on text that repeats its current token,
 which starts below ln V by the law of :func:`predict_with_repeats` (Exercise 4's reference); and
 Exercise 3, a prediction of which broken pipelines a short run on random tokens exposes."""
@@ -16,7 +16,7 @@ from ..._validate import require_int_scalar
 from ...loss import causal_lm_loss
 from ...train.devices import cpu_threads
 from ..checks import Case, check, check_choices, only_match
-from ..toys import fit, forward_without_causal_mask, toy_gpt
+from ..toys import fit, toy_gpt
 from .lesson import predict_from_logits
 
 __all__ = [
@@ -90,6 +90,8 @@ def step0_losses(vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> di
     def ce(logits, targets):
         return float(F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)))
 
+    wide = torch.ones(L, L, dtype=torch.bool).tril(1)  # query t may read keys up to t + 1
+
     with cpu_threads(1):
         z = tied(x[:, :L])  # logits of positions 0..L-1
         rep = repeating_tokens(V, 0.5, 16, L + 1, seed=seed + 1)
@@ -99,8 +101,8 @@ def step0_losses(vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> di
             "shift by 2 (target = token t+2)": ce(z, x[:, 2 : L + 2]),
             "target = previous token": ce(z[:, 1:], x[:, : L - 1]),
             "target = own input, untied output matrix": ce(untied(x[:, :L]), x[:, :L]),
-            "attention sees the future (no causal mask)": float(
-                causal_lm_loss(forward_without_causal_mask(tied, x[:, : L + 1]), x[:, : L + 1])
+            "causal mask one token too wide (t reads t+1)": ce(
+                tied(x[:, :L], attention=wide), x[:, 1 : L + 1]
             ),
             "target = own input, tied (no shift)": ce(z, x[:, :L]),
             "honest, on text repeating its token half the time": float(causal_lm_loss(tied(rep), rep)),
@@ -113,14 +115,15 @@ def pipelines(L: int) -> dict:
     def ce(logits, targets):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
+    wide = torch.ones(L, L, dtype=torch.bool).tril(1)  # query t may read keys up to t + 1
     return {
         "honest (target = next token)": (True, lambda m, x: ce(m(x[:, :L]), x[:, 1 : L + 1])),
         "shift by 2 (target = token t+2)": (True, lambda m, x: ce(m(x[:, :L]), x[:, 2 : L + 2])),
         "target = previous token": (True, lambda m, x: ce(m(x[:, :L])[:, 1:], x[:, : L - 1])),
         "target = own input, untied output matrix": (False, lambda m, x: ce(m(x[:, :L]), x[:, :L])),
-        "attention sees the future (no causal mask)": (
+        "causal mask one token too wide (t reads t+1)": (
             True,
-            lambda m, x: causal_lm_loss(forward_without_causal_mask(m, x[:, : L + 1]), x[:, : L + 1]),
+            lambda m, x: ce(m(x[:, :L], attention=wide), x[:, 1 : L + 1]),
         ),
         "target = own input, tied (no shift)": (True, lambda m, x: ce(m(x[:, :L]), x[:, :L])),
     }
@@ -323,7 +326,7 @@ BROKEN = (
     "shift by 2 (target = token t+2)",
     "target = previous token",
     "target = own input, untied output matrix",
-    "attention sees the future (no causal mask)",
+    "causal mask one token too wide (t reads t+1)",
 )
 SHORT_RUN_CHOICES = ("on ln 65", "far below")
 _FAR = 1.0  # "far below": the held-out loss ends more than this many nats below ln V
@@ -347,7 +350,7 @@ _SHORT_RUN_KEY = {
     "shift by 2 (target = token t+2)": "b6b9ea94852fd4a59bfb61502a7dccf816448910aa58eb4aae4af1b27ca52151",
     "target = previous token": "4c3b998f104b6ff97a85fdcbda9b8eebdb559d15ab636e053f990252729075cc",
     "target = own input, untied output matrix": "e022d20d5a8fe5d82a75b063edcc873047ad586341b39dcd0308120d1bc32097",
-    "attention sees the future (no causal mask)": "324dc57dd0e3d7a57f5bd86f9358045f673bb1f0fbda741d350ac3870bff5562",
+    "causal mask one token too wide (t reads t+1)": "428d30dc61ab1e764e4637656edcdfcf0ba7d840493d222ea5c3a226361feb34",
 }
 _SHORT_RUN_HINTS = {
     "shift by 2 (target = token t+2)": "position t reads the tokens up to t. Is the token at t + 2 among "
@@ -356,7 +359,7 @@ _SHORT_RUN_HINTS = {
     "read, and is that one among them?",
     "target = own input, untied output matrix": "the untied matrix starts without the tied one's raised "
     "own-token logit. Is the raise the only way a model can come to output the token it reads?",
-    "attention sees the future (no causal mask)": "without the causal mask, which tokens can position t "
+    "causal mask one token too wide (t reads t+1)": "with the mask one token too wide, which tokens can position t "
     "read, and where among them is its target?",
 }
 _NO_SEARCH = "that searches the answer key: decide from the pipelines' code instead"
@@ -400,7 +403,7 @@ def check_short_run(fn) -> bool:
         hint=(
             "On random tokens nothing is learnable, except what a position can read. For each pipeline, "
             "list the tokens position t reads and find its target: is it among them?",
-            "far below: target = previous token, own input (tied or not), no causal mask, each of which "
+            "far below: target = previous token, own input (tied or not), a mask one token too wide, each of which "
             "reads its target; on ln 65: shift by 2, whose target (t + 2) no position t reads: a "
             "misalignment, not a leak.",
         ),
