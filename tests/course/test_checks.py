@@ -583,3 +583,15 @@ def test_a_value_is_told_a_mistake_only_when_it_sits_far_nearer_the_mistake_than
     assert near_mistake(1.3001, 1.3, 1.2)  # 1e-4 from the mistake, which is 0.1 from the truth
     assert not near_mistake(1.2004, 1.2006, 1.2)  # within 5e-4, but the mistake is only 6e-4 away
     assert not near_mistake(1.31, 1.3, 1.2)  # too far from the mistake
+
+
+def test_check_choices_reads_each_answer_through_as_answer(capsys):
+    from lmcore.course.checks import answer_digest, key_search_refused
+
+    key = {"a": answer_digest("pick", "a", "far below")}
+    written_otherwise = lambda: {"a": " Far  Below"}  # noqa: E731
+    assert not check_choices("pick", written_otherwise, key)
+    assert check_choices("pick", written_otherwise, key, as_answer=lambda v: " ".join(v.lower().split()))
+    refused = key_search_refused("read the code", "my.checker")
+    assert refused["my.checker"] == refused["lmcore.course.checks.check_choices"]
+    assert "read the code" in refused["hashlib.sha256"]

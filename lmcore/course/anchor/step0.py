@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from ..._validate import require_int_scalar
 from ...loss import causal_lm_loss
 from ...train.devices import cpu_threads
-from ..checks import Case, check, check_choices, only_match
+from ..checks import Case, check, check_choices, key_search_refused, only_match
 from ..toys import fit, toy_gpt
 from .lesson import predict_from_logits
 
@@ -87,30 +87,18 @@ def step0_losses(vocab_size: int = 65, n_embd: int = 32, *, seed: int = 0) -> di
     untied.lm_head = torch.nn.Linear(n_embd, V, bias=False)
     torch.nn.init.normal_(untied.lm_head.weight, std=0.02)
 
-    def ce(logits, targets):
-        return float(F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)))
-
-    wide = torch.ones(L, L, dtype=torch.bool).tril(1)  # query t may read keys up to t + 1
-
     with cpu_threads(1):
-        z = tied(x[:, :L])  # logits of positions 0..L-1
+        out = {"ln V": math.log(V)}
+        for name, (is_tied, loss) in pipelines(L).items():  # the pipelines the short run trains
+            out[name] = float(loss(tied if is_tied else untied, x))
         rep = repeating_tokens(V, 0.5, 16, L + 1, seed=seed + 1)
-        return {
-            "ln V": math.log(V),
-            "honest (target = next token)": ce(z, x[:, 1 : L + 1]),
-            "shift by 2 (target = token t+2)": ce(z, x[:, 2 : L + 2]),
-            "target = previous token": ce(z[:, 1:], x[:, : L - 1]),
-            "target = own input, untied output matrix": ce(untied(x[:, :L]), x[:, :L]),
-            "causal mask one token too wide (t reads t+1)": ce(
-                tied(x[:, :L], attention=wide), x[:, 1 : L + 1]
-            ),
-            "target = own input, tied (no shift)": ce(z, x[:, :L]),
-            "honest, on text repeating its token half the time": float(causal_lm_loss(tied(rep), rep)),
-        }
+        out["honest, on text repeating its token half the time"] = float(causal_lm_loss(tied(rep), rep))
+        return out
 
 
 def pipelines(L: int) -> dict:
-    """name -> (tied?, loss(model, x)) for a batch ``x`` of random tokens, shape (N, L + 2)."""
+    """name -> (tied?, loss(model, x)) for a batch ``x`` of random tokens, shape (N, L + 2): the
+    pipelines :func:`step0_losses` scores before any step and :func:`losses_after_training` trains."""
 
     def ce(logits, targets):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -362,16 +350,12 @@ _SHORT_RUN_HINTS = {
     "causal mask one token too wide (t reads t+1)": "with the mask one token too wide, which tokens can position t "
     "read, and where among them is its target?",
 }
-_NO_SEARCH = "that searches the answer key: decide from the pipelines' code instead"
 _NO_RUN = (
     "that runs the experiment the exercise asks you to predict: decide first, the run comes after the check"
 )
-_SHORT_RUN_FORBID = {
-    "lmcore.course.checks.answer_digest": _NO_SEARCH,
-    "hashlib.sha256": _NO_SEARCH,
-    "hashlib.new": _NO_SEARCH,
-    "lmcore.course.checks.check_choices": "that asks the checker: the checker is no oracle, the code is",
-    "lmcore.course.anchor.step0.check_short_run": "that asks the checker: the checker is no oracle, the code is",
+_SHORT_RUN_FORBID = key_search_refused(
+    "decide from the pipelines' code instead", "lmcore.course.anchor.step0.check_short_run"
+) | {
     "lmcore.course.anchor.step0.losses_after_training": _NO_RUN,
     "lmcore.course.anchor.step0.short_run_verdicts": _NO_RUN,
     "lmcore.course.toys.fit": _NO_RUN,
@@ -389,17 +373,14 @@ def check_short_run(fn) -> bool:
     held-out loss ends after 60 AdamW steps on random tokens. As for every ``check_choices``
     exercise, a failure says only that not all four are right."""
 
-    def answers():
-        got = fn()
-        return {k: _as_choice(v) for k, v in got.items()} if isinstance(got, dict) else got
-
     return check_choices(
         _SHORT_RUN,
-        answers,
+        fn,
         _SHORT_RUN_KEY,
         _SHORT_RUN_HINTS,
         choices=SHORT_RUN_CHOICES,
         forbid=_SHORT_RUN_FORBID,
+        as_answer=_as_choice,
         hint=(
             "On random tokens nothing is learnable, except what a position can read. For each pipeline, "
             "list the tokens position t reads and find its target: is it among them?",

@@ -46,6 +46,7 @@ __all__ = [
     "hint_for",
     "only_match",
     "near_mistake",
+    "key_search_refused",
     "real_pair",
     "PASS",
     "FAIL",
@@ -469,13 +470,17 @@ def check_choices(
     hint: str | tuple[str, str] = "",
     choices: Iterable | None = None,
     forbid: Iterable[str] | dict[str, str] | None = None,
+    as_answer: Callable[[Any], Any] | None = None,
 ) -> CheckResult:
     """Grade a dict of named answers (e.g. which bug each mystery pipeline has). ``expected`` maps
     each key to :func:`answer_digest` of its right answer (a key stored in the clear would hand
     out the answers to whoever reads it). ``choices``: the allowed answers, when there is a list
     (an answer outside it is named: that says nothing about which answer is right). ``forbid``,
     as for :func:`check`: calls recorded while ``answers_fn`` runs (a search of the key by
-    hashing every choice, or of the checker itself) fail it.
+    hashing every choice, or of the checker itself) fail it: :func:`key_search_refused` names them.
+    ``as_answer`` turns each answer into the form the key
+    was made from (``"Far below "`` into ``"far below"``, ``"8"`` into ``8``), so that an answer
+    written another way is as right.
 
     No oracle: a failure says that not every answer is right, never how many nor which, so
     changing one answer at a time and watching the line teaches nothing. It adds one question,
@@ -502,6 +507,8 @@ def check_choices(
         return say_line(
             f"{FAIL} {name}: expected a dict of answers, got {type(answers).__name__}.", False, False
         )
+    if as_answer is not None:
+        answers = {k: as_answer(v) for k, v in answers.items()}
     missing = [k for k in expected if k not in answers]
     if missing:
         return say_line(f"{FAIL} {name}: no answer for {missing[0]!r}.", False, False)
@@ -536,6 +543,21 @@ def check_choices(
             False,
         )
     return say_line(f"{PASS} {name}: all {len(expected)} answers right.", False, True)
+
+
+def key_search_refused(advice: str, checker: str) -> dict[str, str]:
+    """The ``forbid=`` entries every ``check_choices`` exercise needs: hashing choices against the
+    key (told ``advice``, what to do instead), and asking a checker, ``check_choices`` or the
+    exercise's own (``checker``, its dotted name)."""
+    search = f"that searches the answer key: {advice}"
+    asking = "that asks the checker: the checker is no oracle, the code is"
+    return {
+        "lmcore.course.checks.answer_digest": search,
+        "hashlib.sha256": search,
+        "hashlib.new": search,
+        "lmcore.course.checks.check_choices": asking,
+        checker: asking,
+    }
 
 
 _TURNS: dict[str, int] = {}  # check_choices name -> failures so far: whose question comes next

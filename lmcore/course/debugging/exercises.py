@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from ...diagnose import gradient_reading, run_checks
 from ...train.devices import cpu_threads
 from ..autograding import when_grading
-from ..checks import Case, CheckResult, check, check_choices
+from ..checks import Case, CheckResult, check, check_choices, key_search_refused
 from ..toys import EOS, PAD, forward_with_mask
 from .data import L, V
 from .lesson import pipeline_gpt
@@ -163,15 +163,9 @@ _HINTS = {  # one question per mystery: a failure asks one of them, in turn (see
     "for a target whose logit is 120 below another token's, in float32, and would R return the same?",
 }
 
-_NO_SEARCH = "that searches the answer key: read each mystery's code and report instead"
-_FORBID_SEARCH = {
-    "lmcore.course.checks.answer_digest": _NO_SEARCH,
-    "hashlib.sha256": _NO_SEARCH,
-    "hashlib.new": _NO_SEARCH,
-    "lmcore.course.checks.check_choices": "that asks the checker: the checker is no oracle, the code is",
-    "lmcore.course.debugging.exercises.check_mystery": "that asks the checker: the checker is no oracle, "
-    "the code is",
-}
+_FORBID_SEARCH = key_search_refused(
+    "read each mystery's code and report instead", "lmcore.course.debugging.exercises.check_mystery"
+)
 
 
 def check_mystery(answers_fn):

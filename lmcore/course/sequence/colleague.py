@@ -17,7 +17,7 @@ import torch
 
 from ...loss import causal_lm_loss
 from ...shift import IGNORE_INDEX
-from ..checks import Case, apart, check, check_choices
+from ..checks import Case, apart, check, check_choices, key_search_refused
 from ..checks.guard import available
 
 __all__ = [
@@ -54,15 +54,10 @@ _HINTS = {
     "no number": "which batches make it return inf or nan? Change the logits' size and dtype: which line "
     "is the first to hold an infinite value?",
 }
-_NO_SEARCH = "that searches the answer key: run the colleague's function and read its lines instead"
-_FORBID = {
-    "lmcore.course.checks.answer_digest": _NO_SEARCH,
-    "hashlib.sha256": _NO_SEARCH,
-    "hashlib.new": _NO_SEARCH,
-    "lmcore.course.checks.check_choices": "that asks the checker: the checker is no oracle, the code is",
-    "lmcore.course.sequence.colleague.check_colleague_faults": "that asks the checker: the checker is no "
-    "oracle, the code is",
-}
+_FORBID = key_search_refused(
+    "run the colleague's function and read its lines instead",
+    "lmcore.course.sequence.colleague.check_colleague_faults",
+)
 
 
 def _as_line(answer):
@@ -84,17 +79,14 @@ def check_colleague_faults(fn) -> bool:
     :func:`colleague_smoothed_loss`, the number of the line that causes it (its ``def`` line is 1).
     As for every ``check_choices`` exercise, a failure says only that not both are right."""
 
-    def answers():
-        got = fn()
-        return {k: _as_line(v) for k, v in got.items()} if isinstance(got, dict) else got
-
     return check_choices(
         _NAME,
-        answers,
+        fn,
         _KEY,
         _HINTS,
         choices=range(1, 10),
         forbid=_FORBID,
+        as_answer=_as_line,
         hint=(
             "Run the colleague's function and lmcore's loss side by side on batches of your own, "
             "changing one thing at a time (targets of -100, the logits' size, the shapes). Which line "
