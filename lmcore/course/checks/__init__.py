@@ -477,10 +477,8 @@ def check_choices(
     out the answers to whoever reads it). ``choices``: the allowed answers, when there is a list
     (an answer outside it is named: that says nothing about which answer is right). ``forbid``,
     as for :func:`check`: calls recorded while ``answers_fn`` runs (a search of the key by
-    hashing every choice, or of the checker itself) fail it: :func:`key_search_refused` names them.
-    ``as_answer`` turns each answer into the form the key
-    was made from (``"Far below "`` into ``"far below"``, ``"8"`` into ``8``), so that an answer
-    written another way is as right.
+    hashing every choice, or of the checker itself: :func:`key_search_refused`) fail it.
+    ``as_answer`` reads each answer into the key's form (``"8"`` as ``8``), so another spelling passes.
 
     No oracle: a failure says that not every answer is right, never how many nor which, so
     changing one answer at a time and watching the line teaches nothing. It adds one question,
