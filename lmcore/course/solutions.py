@@ -37,6 +37,7 @@ __all__ = [
     "solutions_off",
     "instructor_notebooks",
     "find_exercise",
+    "exercises_by_check",
     "hints_of",
     "hint_stages",
     "show_solution",
@@ -112,6 +113,17 @@ def find_exercise(name: str) -> dict:
             return {"notebook": path.name, "solution": nb.cells[ex["solution"]].source, "checks": calls}
     close = difflib.get_close_matches(name, known, n=3) or known[:5]
     raise ValueError(f"name: no exercise writes a function {name!r}; did you mean one of {close}?")
+
+
+def exercises_by_check() -> dict[str, str]:
+    """``{check call: exercise function}`` over the course: ``"check_top_p"`` gives ``"top_p_filter"``,
+    the function of the exercise whose check cell calls it."""
+    return {
+        call: ex["function"]
+        for _, nb, ex in _course_exercises()
+        for i in ex["tests"]
+        for call in _CHECK_CALL.findall(nb.cells[i].source)
+    }
 
 
 def hints_of(check_name: str) -> list[str]:

@@ -355,6 +355,20 @@ def test_a_two_part_hint_nudges_and_leaves_the_full_hint_to_show_solution(capsys
     assert not any("multiply by 2" in li for li in lines)
 
 
+def test_a_renamed_function_is_still_told_which_exercise_show_solution_takes(capsys):
+    """A learner's function under another name than the exercise's: the course's check function
+    that runs the check names the exercise (05's check_eos_padded_labels: my_eos_padded_labels)."""
+    from lmcore.course.padding.exercises import check_eos_padded_labels
+
+    def labels_v2(input_ids, eos_id):  # keeps every EOS: the padding is scored
+        return input_ids.clone()
+
+    for _ in range(2):
+        assert not check_eos_padded_labels(labels_v2)
+    second = capsys.readouterr().out.strip().splitlines()[-1]
+    assert 'Stuck? show_solution("my_eos_padded_labels") gives the fuller hint.' in second
+
+
 def test_a_single_number_names_a_simple_ratio_only():
     assert "that is 0.5x the expected" in compare(2.0, 1.0)
     assert "x the expected" not in compare(1.0, 0.9698)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -221,13 +222,34 @@ def hint_for(name: str, hint, diagnosis: str = "", fn=None) -> str:
     text = f" Hint: {diagnosis or hint[0]}"
     if _FAILED[name] > 1:
         own = getattr(fn, "__name__", "")
+        own = own if own in _exercise_names() else _exercise_of_caller()
         ask = (
             f'show_solution("{own}")'
-            if own in _exercise_names()
+            if own
             else "show_solution, given the name of the function this exercise asks for,"
         )
         text += f" Stuck? {ask} gives the fuller hint."
     return text
+
+
+def _exercise_of_caller() -> str:
+    """The exercise's function name, found from the course's ``check_*`` function running this
+    check (for a learner's function under another name, or wrapped); "" where none is found."""
+    checks = _exercises_by_check()
+    for frame in inspect.stack(context=0)[1:]:
+        if frame.function in checks:
+            return checks[frame.function]
+    return ""
+
+
+@functools.lru_cache(maxsize=1)
+def _exercises_by_check() -> dict[str, str]:
+    try:
+        from ..solutions import exercises_by_check
+
+        return exercises_by_check()
+    except Exception:  # noqa: BLE001 - no instructor edition here: name no exercise
+        return {}
 
 
 @functools.lru_cache(maxsize=1)
