@@ -112,3 +112,15 @@ def test_policy_checker_matches_prose_numbers_by_written_digits():
         {"lmcore": {"prose_numbers": {"0.02": "the init std, a definition"}}},
     )
     assert nbpolicy.unmatched_prose_numbers(declared) == []
+
+
+def test_the_course_maps_checked_outputs_are_the_notebooks():
+    """The README's "checked outputs" column is what nbpolicy counts in each committed notebook
+    (nbtools merges a print's stream outputs, so the count does not move with the machine's load)."""
+    stated = {}
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0].isdigit() and cells[1].startswith("["):
+            stated[cells[0]] = int(cells[-1])
+    counted = {p.name[:2]: nbpolicy.checked_output_count(nbpolicy.load(p)) for p in NOTEBOOKS[:11]}
+    assert len(stated) == 11 and stated == counted
