@@ -121,9 +121,11 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
         text = f"first difference{_where(i)}: yours is {shown(g64[i])} there; "
         return text + f"{int(off.sum())} of {off.size} entries differ"
     a, b = _apart(float(e64[i]), float(g64[i]))
+    j = tuple(np.unravel_index(int(np.argmax(np.where(off, delta, -1.0))), delta.shape))
+    largest = f"{float(delta[j]):.2g}" + (_where(j) if j != i else "")  # where the error is, when it is elsewhere
     text = (
         f"first difference{_where(i)}: expected {a}, got {b}; "
-        f"{int(off.sum())} of {off.size} entries differ, max |Δ| = {float(delta.max()):.2g} ({tol})"
+        f"{int(off.sum())} of {off.size} entries differ, max |Δ| = {largest} ({tol})"
     )
     c = ratio_of(e64, g64)
     return text + (f"; your result is {c:.4g}x the expected everywhere" if c is not None else "")
@@ -189,7 +191,7 @@ def compare(expected, got, *, atol: float = 1e-6, rtol: float = 1e-5) -> str | N
         e, g = _as_array(expected), _as_array(got)
     except Exception:  # noqa: BLE001 - anything unconvertible is simply a mismatch
         return f"expected {short(expected)}, got {short(got)}"
-    if g.dtype == object:
+    if g.dtype.kind in "OUS" and e.dtype.kind not in "OUS":  # objects, or text such as "0.693147"
         return f"expected numbers like {short(expected)}, got {short(got)}"
     if e.shape != g.shape:
         return f"expected shape {e.shape}, got shape {g.shape}"

@@ -129,20 +129,21 @@ def _judge(Z, y, got) -> tuple[str, str]:
                 f"the batch's loss at your T = {T:.4g} is {f_T:.6g} nats, more than a better T reaches",
                 "your T is 1 over the best: does the softmax divide the logits by T, or multiply them?",
             )
-        step = 1.01 if best > T else 1 / 1.01
-        a, b = apart(f_T, mean_nll_reference(Z, y, T * step))
-        what = f"the batch's loss at your T = {T:.4g} is {a} nats, and at T = {T * step:.4g} it is {b}"
+        a, b = apart(f_T, f_best)
+        what = (
+            f"the batch's loss at your T = {T:.4g} is {a} nats, {f_T - f_best:.2g} above the lowest a "
+            f"better T reaches ({b}; the goal is within {_EXCESS:g})"
+        )
         reach = float(np.abs(np.asarray(Z, dtype=np.float64)).max()) / best
         if reach > 700:
             return what, (
-                f"the loss still falls when T moves that way. Near the best T these logits divided by T "
+                f"Near the best T these logits divided by T "
                 f"reach about {reach:,.0f}: is every loss your search compares there a finite number, and "
                 "one precise enough to tell apart losses that differ in the sixth decimal (float32 keeps "
                 "about 7 significant digits)?"
             )
         return what, (
-            "the loss still falls when T moves that way: how does your search know it has arrived at "
-            "the bottom, and how close to it does it get?"
+            "how does your search know it has arrived at the bottom, and how close to it does it get?"
         )
     a, b = apart(f_T, loss)
     if abs(loss - f_T) > float32_atol(np.asarray(Z) / T) + 1e-6 * abs(f_T):

@@ -84,12 +84,20 @@ def surprise_line(p: float) -> str:
 
 
 def _explain_surprise(fn, case, expected, got) -> str:
-    """A value that is the surprise rounded to a few decimals: the question names the rounding,
-    not the formula (its nudge, about p = 1 and the logarithm, would not fit)."""
+    """A value that is the surprise rounded to a few decimals, as text, or capped at a tiny p: the
+    question names that, not the formula (its nudge, about p = 1 and the logarithm, would not fit)."""
+    if isinstance(got, (str, bytes)):
+        return f"your function returns text, {got!r}: the check compares numbers. What would formatting a number do to it?"
     try:
         g, e = float(got), float(expected)
     except (TypeError, ValueError):
         return ""
+    if e > 20 and g < e - 1:  # p = 1e-12: a guard such as log(p + eps) or max(p, eps) caps the surprise
+        return (
+            f"at p = {case.args[0]:g} yours is {g:.4g}, not {e:.4g}: does something in your function "
+            "stop the surprise from growing as p shrinks? Which p would make it infinite, and is that "
+            "p one the exercise asks about?"
+        )
     for digits in range(0, 7):
         if g != e and g == round(g, digits) and abs(g - e) <= 0.5 * 10.0**-digits:
             return (
@@ -103,7 +111,7 @@ def _explain_surprise(fn, case, expected, got) -> str:
 def check_surprise(fn) -> bool:
     """Grade ``fn(p) -> -ln p`` on fixed and seeded random probabilities."""
     rng = np.random.default_rng(0)
-    fixed = [1.0, 0.5, 0.245, 0.0001]
+    fixed = [1.0, 0.5, 0.245, 0.0001, 1e-12]  # 1e-12: a guard such as log(p + 1e-9) is no longer harmless
     cases = [Case((p,)) for p in fixed] + [Case((float(p),)) for p in rng.uniform(1e-6, 1, 8)]
     return check(
         "surprise",
