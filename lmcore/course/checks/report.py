@@ -122,7 +122,9 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
         return text + f"{int(off.sum())} of {off.size} entries differ"
     a, b = _apart(float(e64[i]), float(g64[i]))
     j = tuple(np.unravel_index(int(np.argmax(np.where(off, delta, -1.0))), delta.shape))
-    largest = f"{float(delta[j]):.2g}" + (_where(j) if j != i else "")  # where the error is, when it is elsewhere
+    largest = f"{float(delta[j]):.2g}" + (
+        _where(j) if j != i else ""
+    )  # where the error is, when it is elsewhere
     text = (
         f"first difference{_where(i)}: expected {a}, got {b}; "
         f"{int(off.sum())} of {off.size} entries differ, max |Δ| = {largest} ({tol})"
