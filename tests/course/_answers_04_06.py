@@ -778,6 +778,24 @@ def _acc_one_backward_at_the_end(model, micro_batches):  # every graph kept: the
     return float(loss)
 
 
+def _acc_skip_empty(model, micro_batches):  # a micro-batch with no valid target adds nothing: skipped
+    micro = list(micro_batches)
+    n = sum(num_valid_targets(labels) for _, labels in micro)
+    total = 0.0
+    for input_ids, labels in micro:
+        if num_valid_targets(labels):
+            loss = causal_lm_loss(model(input_ids), labels, num_items=n)
+            loss.backward()
+            total += float(loss)
+    return total
+
+
+def _acc_with_a_step(model, micro_batches):  # right gradients, then the optimizer's step: not asked
+    total = _acc_collect_first(model, micro_batches)
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    return total
+
+
 ANSWERS["accumulate_gradients"] = Answers(
     check=acc.check_accumulation,
     right={
@@ -785,6 +803,7 @@ ANSWERS["accumulate_gradients"] = Answers(
         "float32_loss": _acc_float32,
         "collect_then_num_items": _acc_collect_first,
         "wrapped_shifted_count": _acc_wrapped,
+        "empty_micro_batch_skipped": _acc_skip_empty,
     },
     wrong={
         "mean_of_micro_means": _acc_variant(micro_mean=True),
@@ -809,8 +828,9 @@ ANSWERS["accumulate_gradients"] = Answers(
     },
     refused={
         "lmcore_train_loop": (_acc_lmcore_loop, "lmcore.train's own loop does this"),
-        "one_big_forward": (_acc_one_big_forward, "not one forward per micro-batch"),
-        "one_backward_at_the_end": (_acc_one_backward_at_the_end, "one backward per micro-batch"),
+        "one_big_forward": (_acc_one_big_forward, "one forward per micro-batch, in order?"),
+        "one_backward_at_the_end": (_acc_one_backward_at_the_end, "freed by its own backward"),
+        "optimizer_step": (_acc_with_a_step, "also take the optimizer's step?"),
     },
 )
 

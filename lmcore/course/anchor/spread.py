@@ -85,7 +85,14 @@ def _explain(fn, case, expected, got) -> str:
     except (TypeError, ValueError):
         return ""
     e = float(expected)
-    return only_match(q for candidate, q in _mistakes(V, s) if near_mistake(value, candidate, e))
+    named = only_match(q for candidate, q in _mistakes(V, s) if near_mistake(value, candidate, e))
+    if named or not abs(value - e) < 10 * _allowed(V, s):
+        return named
+    return (  # near, and no mistake: an estimate whose noise is larger than the check allows
+        f"yours is {abs(value - e):.2g} from the expected loss, nearer than any mistake this check "
+        f"knows: is it an estimate, and is its noise below the {_allowed(V, s):.2g} allowed here? "
+        "How would it change with more draws?"
+    )
 
 
 def check_first_loss_at_spread(fn, quiet: bool = False) -> bool:

@@ -104,8 +104,10 @@ def _one_forward_reference(seed: int, n_micro: int, empty: int | None = None):
 
 def _learner_run(accumulate, seed: int, n_micro: int, empty: int | None = None):
     """Run ``accumulate(model, micro_batches)`` with the micro-batches as a one-pass iterator and
-    every forward recorded; refuse anything but one forward per micro-batch, in order."""
+    every forward recorded; refuse anything but one forward and one backward per micro-batch, in
+    order (a micro-batch with no valid target may be skipped: it adds nothing), or a step taken."""
     model, micro = toy_model(seed), ragged_micro_batches(seed, n_micro, empty)
+    before = [p.detach().clone() for p in model.parameters()]
     shapes, backwards = [], []
     hook = model.register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))
     # every forward reads the first weight, so each backward pass computes its gradient once
@@ -116,18 +118,23 @@ def _learner_run(accumulate, seed: int, n_micro: int, empty: int | None = None):
         hook.remove()
         on_grad.remove()
     want = [tuple(x.shape) for x, _ in micro]
+    scored = [tuple(x.shape) for x, y in micro if num_valid_targets(y)]
     if not shapes:
         raise ValueError("the model was never called: did a first pass over the iterator use it up?")
-    if shapes != want:
-        raise ValueError(
-            f"the model saw inputs of shapes {shapes}, not one forward per micro-batch {want}: "
-            "accumulation means one forward and backward per micro-batch, never one big batch"
+    if shapes not in (want, scored):
+        raise ValueError(  # a check's own question (it ends with "?") is the whole diagnosis
+            f"the model saw inputs of shapes {shapes} for micro-batches of shapes {want}: does your "
+            "loop run one forward per micro-batch, in order?"
         )
-    if len(backwards) != len(micro):
+    if len(backwards) not in (len(shapes), len(scored)):
         raise ValueError(
-            f"the model's gradients came from {len(backwards)} backward pass{'es' if len(backwards) != 1 else ''} "
-            f"for {len(micro)} micro-batches: accumulation runs one backward per micro-batch, so that each "
-            "micro-batch's graph is freed before the next forward (the memory it exists to save)"
+            f"{len(backwards)} backward pass{'es' if len(backwards) != 1 else ''} for {len(shapes)} forwards: "
+            "is each micro-batch's graph freed by its own backward before the next forward?"
+        )
+    if any(not torch.equal(a, p.detach()) for a, p in zip(before, model.parameters())):
+        raise ValueError(
+            "the model's weights changed: should a function that accumulates the batch's gradient in "
+            ".grad also take the optimizer's step?"
         )
     if not isinstance(logged, (float, int, torch.Tensor)) or isinstance(logged, bool):
         raise TypeError(f"return the batch's mean loss as a float; got {type(logged).__name__}")

@@ -182,7 +182,8 @@ def _judge_one(symptom: str, pair) -> tuple[str, str]:
     if abs(theirs - ours) <= 1e-4:
         a, b = apart(theirs, ours)
         return (
-            f"\"another number\": the colleague's loss is {a} on your batch and lmcore's {b}, the same number",
+            f"\"another number\": the colleague's loss is {a} on your batch and lmcore's {b}, the same to "
+            "1e-4",
             "what must a batch have for the fault behind 'another number' to change the result, and "
             "does yours have it?",
         )
