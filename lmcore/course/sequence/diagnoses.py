@@ -86,6 +86,14 @@ def explain_per_position_nll(fn, case, expected, got) -> str:
     for name, wrong in _pairings(logits, labels, k).items():
         if _matches(got, wrong):
             return _pairing_question(name, k)
+    lost = ~torch.isfinite(got.double()) & torch.isfinite(expected.double())
+    if bool(lost.any()):  # a probability formed first: e^-300 is 0 in float32, and its log -inf
+        n, t = (int(v) for v in lost.nonzero()[0])
+        return (
+            f"your value at row {n}, target {t} is {float(got[n, t])} where the loss is "
+            f"{float(expected[n, t]):.4g} nats: which step of your computation cannot hold a number "
+            f"like e^-{float(expected[n, t]):.0f} in {str(logits.dtype).removeprefix('torch.')}?"
+        )
     ignored = labels[:, k:] == IGNORE_INDEX
     if bool((got.double()[ignored] != 0).any()):
         n, t = (int(v) for v in ignored.nonzero()[0])
