@@ -133,7 +133,7 @@ def _explain_softmax(fn, case, expected, got) -> str:
     if np.all(np.isfinite(p)):
         if p.shape == np.shape(z) and abs(float(p.sum()) - 1.0) > 1e-6:
             return (
-                f"your probabilities add up to {float(p.sum()):.6g}: what must the probabilities of "
+                f"your probabilities add up to {float(p.sum()):.10g}: what must the probabilities of "
                 "all V tokens add up to, and which step makes them do so?"
             )
         return ""
@@ -171,6 +171,8 @@ def _nll_cases(seed: int = 1) -> list[Case]:
         Case((np.array([2.0, 1.0, 0.0]), 1), label="z=[2, 1, 0], y=1"),
         Case((np.array([1000.0, 0.0]), 1), label="z=[1000, 0], y=1 (p_y underflows to 0)"),
         Case((np.array([1000.0, 999.0, 998.0]), 0), label="z=[1000, 999, 998], y=0"),
+        # p_y underflows and two logits lead: max(z) - z_y is 0.313 short of the loss
+        Case((np.array([1000.0, 999.0, 0.0]), 2), label="z=[1000, 999, 0], y=2 (p_y underflows to 0)"),
         Case((np.array([-1000.0, -1000.0, -1000.0]), 2), label="z=[-1000]*3, y=2"),
         Case((np.array([0.0, 0.0, 0.0, 0.0]), 3), label="z=[0, 0, 0, 0], y=3"),
         # e^-20000 underflows even in long double (down to about e^-11355): p_y is never formed
@@ -216,6 +218,12 @@ def _explain_nll(fn, case, expected, got) -> str:
         return (
             f"raising the target's logit by 1 makes the model surer of the right token, yet your "
             f"loss goes from {a} to {b}: what should a surprise do when the target becomes likelier?"
+        )
+    z64 = np.array(z, dtype=np.float64)
+    if abs(loss - (z64.max() - z64[y])) <= tol and abs(loss - float(expected)) > tol:
+        return (
+            f"your loss here is max(z) - z_y = {loss:.6g}, the loss as if the largest logit held all "
+            "the mass: another logit is close to the largest. What does it add to the loss?"
         )
     return ""
 
