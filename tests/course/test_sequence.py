@@ -127,14 +127,6 @@ def test_a_word_model_trained_without_the_shift_copies_its_input():
     assert max(r["prob"] for r in sq.position_table(honest, "the dog sat on the rug", shift=False)) < 0.05
 
 
-def test_supervision_density():
-    d = sq.supervision_density(1024)
-    assert d["causal_lm"] == 1023 and math.isclose(d["masked_lm"], 153.6)
-    assert sq.supervision_density(1024, bos=True)["causal_lm"] == 1024
-    with pytest.raises(ValueError, match="length"):
-        sq.supervision_density(1)
-
-
 def test_plot_label_shift_returns_a_figure():
     fig = sqv.plot_label_shift()
     assert isinstance(fig, matplotlib.figure.Figure) and "6 (input" in fig.axes[0].get_title()

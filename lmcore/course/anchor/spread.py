@@ -90,8 +90,8 @@ def _explain(fn, case, expected, got) -> str:
         return named
     return (  # near, and no mistake: an estimate whose noise is larger than the check allows
         f"yours is {abs(value - e):.2g} from the expected loss, nearer than any mistake this check "
-        f"knows: is it an estimate, and is its noise below the {_allowed(V, s):.2g} allowed here? "
-        "How would it change with more draws?"
+        f"knows. If it is an estimate, is its noise below the {_allowed(V, s):.2g} allowed here, and how "
+        "would it change with more draws? If it is a formula, which of its terms is not exact?"
     )
 
 

@@ -42,7 +42,6 @@ __all__ = [
     "train_word_model",
     "position_table",
     "format_position_table",
-    "supervision_density",
     "check_per_position_nll",
     "check_loss_and_grad_norm",
     "reference_loss_and_grad_norm",
@@ -229,17 +228,3 @@ def format_position_table(rows: list[dict]) -> str:
     mean = sum(r["loss"] for r in rows) / len(rows)
     count = f"{len(rows)} target{'s' if len(rows) != 1 else ''}"
     return "\n".join(lines + [f"{count}, mean loss {mean:.3f} nats"])
-
-
-def supervision_density(length: int, mask_rate: float = 0.15, *, bos: bool = False) -> dict:
-    """Targets per sequence of ``length`` tokens: causal LM (L-1, or L with a BOS) vs a masked
-    LM that scores only the ~``mask_rate`` * L masked tokens."""
-    if not isinstance(length, int) or length < 2:
-        raise ValueError(f"length must be an int >= 2; got {length!r}.")
-    clm = length if bos else length - 1
-    return {
-        "length": length,
-        "causal_lm": clm,
-        "masked_lm": mask_rate * length,
-        "ratio": clm / (mask_rate * length),
-    }
