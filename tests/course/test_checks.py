@@ -609,3 +609,13 @@ def test_check_choices_reads_each_answer_through_as_answer(capsys):
     refused = key_search_refused("read the code", "my.checker")
     assert refused["my.checker"] == refused["lmcore.course.checks.check_choices"]
     assert "read the code" in refused["hashlib.sha256"]
+
+
+def test_a_number_returned_as_text_is_asked_about_the_type_in_any_check(capsys):
+    """The kit, not each exercise, tells a result written as text ("0.693147") from a wrong number."""
+    assert not check(
+        "text (test only)", lambda x: f"{2 * x:.6f}", lambda x: 2.0 * x, [(1.5,)], hint="which factor?"
+    )
+    out = capsys.readouterr().out
+    assert "expected numbers like 3, got '3.000000'" in out and "returns text" in out
+    assert "which factor?" not in out

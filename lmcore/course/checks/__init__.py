@@ -271,8 +271,10 @@ def _diagnosis(explain, ratio_hints, fn, case, expected, got) -> str:
     """What this wrong answer did, as a question: the ratio note when the result is the expected
     times a constant ``ratio_hints`` names, else ``explain(fn, case, expected, got)``, the first
     property of the exercise it breaks on that input; for a result of the wrong kind (float labels,
-    a float mask) that the explanation does not cover, a question about the type, never the
-    exercise's nudge about its values; ``""`` when none can tell."""
+    a float mask, text for a number) that the explanation does not cover, a question about the type,
+    never the exercise's nudge about its values; ``""`` when none can tell."""
+    if isinstance(got, (str, bytes)) and not isinstance(expected, (str, bytes)):
+        return f"your function returns text, {got!r}: the check compares numbers. What does formatting a number do to it?"
     note = _ratio_note(expected, got, ratio_hints).strip()
     kind = _KIND_ONLY if kind_differs(expected, got) else ""
     half = _half_precision(got)

@@ -130,15 +130,7 @@ def _numbers(expected, got, e, g, atol: float, rtol: float) -> str | None:
         f"{int(off.sum())} of {off.size} entries differ, max |Δ| = {largest} ({tol})"
     )
     c = ratio_of(e64, g64)
-    return text + (f"; your result is {_factor(c)}x the expected everywhere" if c is not None else "")
-
-
-def _factor(c: float) -> str:
-    """``c`` with digits enough that it does not print as 1 (ratio_of never returns exactly 1)."""
-    digits = 4
-    while digits < 15 and float(f"{c:.{digits}g}") == 1.0:
-        digits += 1
-    return f"{c:.{digits}g}"
+    return text + (f"; your result is {_apart(c, 1.0)[0]}x the expected everywhere" if c is not None else "")
 
 
 _KINDS = {"b": "bool", "i": "integer", "u": "integer", "f": "floating-point", "c": "complex"}

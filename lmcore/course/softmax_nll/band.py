@@ -95,25 +95,17 @@ def _judge(V: int, got) -> tuple[str, str]:
         )
     if low < true_low - _tol(V):
         return (
-            f"your low at V = {V:,} is {_shown(low, true_low)}, and no logits bring the buggy loss that low",
+            f"your low at V = {V:,} is {apart(low, true_low)[0]}, and no logits bring the buggy loss that low",
             "your low is below every loss the bug can give: which probabilities does the bug's "
             "cross-entropy read at its smallest, and what is its value there?",
         )
     if high > true_high + _tol(V):
         return (
-            f"your high at V = {V:,} is {_shown(high, true_high)}, and no logits bring the buggy loss that high",
+            f"your high at V = {V:,} is {apart(high, true_high)[0]}, and no logits bring the buggy loss that high",
             "your high is above every loss the bug can give: which probabilities does the bug's "
             "cross-entropy read at its largest, and what is its value there?",
         )
     return "", ""
-
-
-def _shown(end: float, true_end: float) -> str:
-    """``end`` with digits enough that it does not print as the true end it misses."""
-    digits = 4
-    while digits < 17 and f"{end:.{digits}g}" == f"{true_end:.{digits}g}":
-        digits += 1
-    return f"{end:.{digits}g}"
 
 
 def _cases() -> list[Case]:

@@ -133,7 +133,7 @@ def _explain_softmax(fn, case, expected, got) -> str:
     if np.all(np.isfinite(p)):
         if p.shape == np.shape(z) and abs(float(p.sum()) - 1.0) > 1e-6:
             return (
-                f"your probabilities add up to {float(p.sum()):.10g}: what must the probabilities of "
+                f"your probabilities add up to {apart(float(p.sum()), 1.0)[0]}: what must the probabilities of "
                 "all V tokens add up to, and which step makes them do so?"
             )
         return ""

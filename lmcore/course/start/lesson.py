@@ -84,10 +84,8 @@ def surprise_line(p: float) -> str:
 
 
 def _explain_surprise(fn, case, expected, got) -> str:
-    """A value that is the surprise rounded to a few decimals, as text, or capped at a tiny p: the
+    """A value that is the surprise rounded to a few decimals, or capped at a tiny p: the
     question names that, not the formula (its nudge, about p = 1 and the logarithm, would not fit)."""
-    if isinstance(got, (str, bytes)):
-        return f"your function returns text, {got!r}: the check compares numbers. What would formatting a number do to it?"
     try:
         g, e = float(got), float(expected)
     except (TypeError, ValueError):
